@@ -1,0 +1,151 @@
+"""Re-execute the book's notebooks in place and store their outputs.
+
+This is the only way stored outputs are made: never by hand, never by saving from JupyterLab.
+
+    python tools/run_notebooks.py                      # every book/*.ipynb
+    python tools/run_notebooks.py book/05_group_size.ipynb ...
+
+Each notebook runs top to bottom in a fresh kernel of the current interpreter, with the
+notebook's folder (book/) as working directory, under the same conditions as the tests
+(see conftest.py): one OpenMP/MKL thread and a fixed hash seed, so seeded results are
+bit-identical from run to run on the same machine.
+
+Widget state is NOT stored, and any stored `widgets` metadata is removed: a widget restored
+without a kernel is a slider that moves and changes nothing. The static page shows the
+kernel-free text/html twin of each slider instead (see nb_mime_priority_overrides in
+_config.yml); in Jupyter/Binder the cells are run again and the live widgets appear.
+
+A notebook that fails is reported and left untouched; the exit status is then 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "book"
+TIMEOUT_PER_CELL = 300  # seconds; generous: a cell that needs more belongs in a benchmark
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+# Same environment as conftest.py sets for nbval; kernels inherit the parent's environment.
+DETERMINISTIC_ENV = {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def set_deterministic_env() -> None:
+    os.environ.update(DETERMINISTIC_ENV)
+    # Unset, ipykernel picks the inline backend, as under nbval; a user's MPLBACKEND=Agg
+    # would silently drop every figure from the stored outputs.
+    os.environ.pop("MPLBACKEND", None)
+
+
+def ensure_cell_ids(nb) -> None:
+    """Give cells without an id a deterministic one (nbformat would pick random ones)."""
+    if (nb.nbformat, nb.nbformat_minor) < (4, 5):
+        nb.nbformat_minor = 5
+    used = {cell.get("id") for cell in nb.cells}
+    for i, cell in enumerate(nb.cells):
+        if not cell.get("id"):
+            new = f"cell-{i:03d}"
+            while new in used:
+                new += "x"
+            cell["id"] = new
+            used.add(new)
+
+
+def strip_widget_state(nb) -> None:
+    nb.metadata.pop("widgets", None)
+
+
+def stabilise_widget_views(nb) -> None:
+    """Replace the random model ids of widget-view outputs by ids derived from the cell id.
+
+    Without stored state the ids point at nothing once the kernel is gone, and random ones
+    would make every re-run a diff.
+    """
+    for cell in nb.cells:
+        views = (
+            out["data"][WIDGET_VIEW]
+            for out in cell.get("outputs", [])
+            if WIDGET_VIEW in out.get("data", {})
+        )
+        for k, view in enumerate(views):
+            view["model_id"] = f"{cell.id}-{k}"
+
+
+def execute_notebook(path: Path, timeout: int = TIMEOUT_PER_CELL) -> bool:
+    """Execute `path` in place. Returns True if the stored file changed."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    original = path.read_text(encoding="utf-8")
+    nb = nbformat.reads(original, as_version=4)
+    ensure_cell_ids(nb)
+    strip_widget_state(nb)
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",  # the kernel of the interpreter running this script
+        resources={"metadata": {"path": str(path.parent)}},  # kernel cwd: the notebook's folder
+        store_widget_state=False,
+        record_timing=False,  # no timestamps in cell metadata: they would change every run
+    )
+    client.execute()
+    strip_widget_state(nb)
+    stabilise_widget_views(nb)
+    nbformat.validate(nb)
+    text = nbformat.writes(nb)
+    text += "" if text.endswith("\n") else "\n"  # as nbformat.write does
+    if text == original:
+        return False
+    path.write_text(text, encoding="utf-8")
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", type=Path, help="default: every book/*.ipynb")
+    parser.add_argument("--timeout", type=int, default=TIMEOUT_PER_CELL, help="seconds per cell")
+    args = parser.parse_args(argv)
+
+    paths = args.notebooks or sorted(BOOK.glob("*.ipynb"))
+    if not paths:
+        print(f"no notebooks in {BOOK}")
+        return 0
+    set_deterministic_env()
+
+    failed = []
+    for i, path in enumerate(paths, 1):
+        start = time.perf_counter()
+        try:
+            changed = execute_notebook(path, timeout=args.timeout)
+        except Exception as exc:  # report every notebook, then fail
+            failed.append(path)
+            status = f"FAILED ({type(exc).__name__})"
+            detail = traceback.format_exc()
+        else:
+            status = "updated" if changed else "unchanged"
+            detail = ""
+        print(
+            f"[{i}/{len(paths)}] {path}  {time.perf_counter() - start:6.1f} s  {status}", flush=True
+        )
+        if detail:
+            print(detail, file=sys.stderr, flush=True)
+
+    if failed:
+        print(
+            f"{len(failed)} notebook(s) failed and were left untouched: "
+            + ", ".join(map(str, failed)),
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
