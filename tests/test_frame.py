@@ -1,0 +1,167 @@
+"""Checks of the book's frame: table of contents, build configuration, sanitizing, the notebook
+regeneration tool, and the README's commands (which .ci/run must run as written)."""
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from nbval.plugin import get_sanitize_patterns
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "book"
+
+# The README's two set-up commands; .ci/run runs the test command exactly as written.
+INSTALL_AND_BUILD = (
+    "python3.11 -m venv .venv && .venv/bin/pip install -r requirements.txt"
+    " && .venv/bin/jupyter-book build . -W -n --keep-going"
+)
+TEST_COMMAND = ".venv/bin/python -m pytest"
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def load_yaml(name):
+    return yaml.safe_load((ROOT / name).read_text(encoding="utf-8"))
+
+
+def load_tool(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def toc_files():
+    """Every `file:` of _toc.yml, root first, in reading order."""
+    return load_tool("check_build").toc_files(load_yaml("_toc.yml"))
+
+
+def source_of(entry):
+    return [p for p in (ROOT / f"{entry}.ipynb", ROOT / f"{entry}.md") if p.exists()]
+
+
+def test_toc_is_a_numbered_jb_book():
+    toc = load_yaml("_toc.yml")
+    assert toc["format"] == "jb-book"
+    assert toc["root"] == "book/intro"
+    for part in toc.get("parts") or []:
+        assert part.get("caption"), part
+        assert part.get("numbered") is True, part
+
+
+def test_every_toc_entry_has_exactly_one_source_file():
+    for entry in toc_files():
+        assert len(source_of(entry)) == 1, f"_toc.yml entry {entry!r}: found {source_of(entry)}"
+
+
+def test_every_page_in_book_is_in_the_toc():
+    # only_build_toc_files: a chapter missing from _toc.yml would silently not be built.
+    listed = set(toc_files())
+    pages = {f"book/{p.stem}" for p in [*BOOK.glob("*.ipynb"), *BOOK.glob("*.md")]}
+    assert pages - listed == set(), "add these to _toc.yml"
+
+
+def test_config_builds_stored_outputs_and_prefers_the_html_twin():
+    config = load_yaml("_config.yml")
+    assert config["execute"]["execute_notebooks"] == "off"
+    assert config["only_build_toc_files"] is True
+    assert {".*", "_build", "grpo_core", "tests", "README.md"} <= set(config["exclude_patterns"])
+    assert config["launch_buttons"]["thebe"] is False
+    assert {"dollarmath", "amsmath"} <= set(config["parse"]["myst_enable_extensions"])
+    overrides = config["sphinx"]["config"]["nb_mime_priority_overrides"]
+    assert ["*", WIDGET_VIEW, None] in overrides
+
+
+def test_sanitize_file_hides_png_bytes_but_not_the_html_around_them():
+    patterns = get_sanitize_patterns((ROOT / "nbval_sanitize.cfg").read_text(encoding="utf-8"))
+    assert len(patterns) >= 2
+
+    def sanitize(s):
+        for regex, replace in patterns:
+            s = re.sub(regex, replace, s)
+        return s
+
+    html = '<input type="range" id="s1"><img id="f1" src="data:image/png;base64,iVBOR+w/0KG=">'
+    assert sanitize(html) == (
+        '<input type="range" id="s1"><img id="f1" src="data:image/png;base64,<PNG>">'
+    )
+    other = html.replace("iVBOR+w/0KG=", "AAAA")
+    assert sanitize(html) == sanitize(other)
+    assert sanitize(html) != sanitize(html.replace('id="s1"', 'id="s2"'))
+    assert sanitize("<function f at 0x7f3a2c1d5e40>") == sanitize("<function f at 0x55d0c0ffee00>")
+
+
+def test_stored_notebooks_are_valid_and_carry_no_widget_state():
+    for path in sorted(BOOK.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+        nbformat.validate(nb)
+        assert "widgets" not in nb.metadata, f"{path.name}: regenerate with tools/run_notebooks.py"
+        assert all(cell.get("id") for cell in nb.cells), path.name
+
+
+def test_readme_holds_the_two_setup_commands_and_ci_runs_the_test_command():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert INSTALL_AND_BUILD in readme.splitlines()
+    assert TEST_COMMAND in readme.splitlines()
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert any(line.strip() == TEST_COMMAND for line in ci.splitlines())
+
+
+# The regeneration tool, on throwaway notebooks (starts two kernels, ~4 s).
+
+
+@pytest.fixture(scope="module")
+def run_notebooks():
+    return load_tool("run_notebooks")
+
+
+def write_notebook(path, *sources):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    nbformat.write(nb, path)
+    return [cell.id for cell in nb.cells]
+
+
+def test_run_notebooks_stores_outputs_deterministically(tmp_path, run_notebooks, capsys):
+    path = tmp_path / "demo.ipynb"
+    ids = write_notebook(
+        path,
+        "import os, pathlib\nprint(pathlib.Path.cwd().name, os.environ['OMP_NUM_THREADS'])",
+        "import ipywidgets\nipywidgets.IntSlider(value=3)",
+        "sum(range(10))",
+    )
+    assert run_notebooks.main([str(path)]) == 0
+    first = path.read_text(encoding="utf-8")
+    nb = nbformat.reads(first, as_version=4)
+    nbformat.validate(nb)
+    assert [cell.id for cell in nb.cells] == ids
+    assert "widgets" not in nb.metadata
+    assert nb.cells[0].outputs[0]["text"] == f"{tmp_path.name} 1\n"
+    assert nb.cells[1].outputs[0]["data"][WIDGET_VIEW]["model_id"] == f"{ids[1]}-0"
+    assert nb.cells[2].outputs[0]["data"]["text/plain"] == "45"
+    assert "updated" in capsys.readouterr().out
+
+    assert run_notebooks.main([str(path)]) == 0
+    assert path.read_text(encoding="utf-8") == first
+    assert "unchanged" in capsys.readouterr().out
+
+
+def test_run_notebooks_fails_loudly_and_leaves_a_broken_notebook_untouched(
+    tmp_path, run_notebooks, capsys
+):
+    path = tmp_path / "broken.ipynb"
+    write_notebook(path, "1 / 0")
+    before = path.read_text(encoding="utf-8")
+    assert run_notebooks.main([str(path)]) == 1
+    assert path.read_text(encoding="utf-8") == before
+    assert "FAILED" in capsys.readouterr().out
+    assert json.loads(before)["metadata"]["widgets"]  # not even the metadata was rewritten
