@@ -1,0 +1,52 @@
+"""grpo_core: GRPO (Group Relative Policy Optimization) from scratch, on a toy world.
+
+The mechanism of DeepSeekMath (Shao et al., 2024, arXiv 2402.03300), section 4, small enough to
+read in one sitting: NumPy for the mechanism (advantages, the policy gradient, variances, exact
+expectations), torch for the training loops (Adam, ``.backward()``) and the critic GRPO deletes.
+
+Modules, one concept each:
+    world       the 6 x 12 toy world and the reference policy        (chapter 1)
+    policy      softmax, the group sampler, the policy gradient       (chapter 1)
+    advantages  group / leave-one-out / batch / critic baselines      (chapters 2, 3, 7)
+    critic      the value network GRPO deletes                        (chapter 4)
+    training    batched GRPO training, KL in the loss or the reward   (chapters 4-9)
+    variance    Monte-Carlo gradient variance and direction           (chapters 2, 5)
+    exact       true gradient, expected reward, exact KL, exact moments (chapters 1, 2, 6)
+    viz         the book's two-form sliders and plotting helpers      (every chapter)
+
+``python -m grpo_core`` prints the seven demos and the summary.
+"""
+
+from .advantages import (
+    KINDS,
+    advantages,
+    batch_advantages,
+    group_advantages,
+    loo_advantages,
+)
+from .critic import Critic, n_params
+from .exact import (
+    Moments,
+    best_reward,
+    evaluate,
+    exact_kl,
+    exact_moments,
+    expected_reward,
+    expected_scale,
+    multisets,
+    true_gradient,
+)
+from .policy import log_softmax, policy_gradient, sample_from_uniforms, sample_group, softmax
+from .training import TrainConfig, TrainResult, train, train_batch, train_kl_in_reward
+from .variance import cos_mean_grad, grad_variance, gradient_estimates
+from .world import BETA, D_EMB, N_ANSWERS, N_PROMPTS, World, make_world, reference_logits, toy_world
+
+__all__ = [
+    "BETA", "D_EMB", "KINDS", "N_ANSWERS", "N_PROMPTS", "Critic", "Moments", "TrainConfig",
+    "TrainResult", "World", "advantages", "batch_advantages", "best_reward", "cos_mean_grad",
+    "evaluate", "exact_kl", "exact_moments", "expected_reward", "expected_scale",
+    "grad_variance", "gradient_estimates", "group_advantages", "log_softmax", "loo_advantages",
+    "make_world", "multisets", "n_params", "policy_gradient", "reference_logits",
+    "sample_from_uniforms", "sample_group", "softmax", "toy_world", "train", "train_batch",
+    "train_kl_in_reward", "true_gradient",
+]

@@ -1,0 +1,276 @@
+"""The book's sliders, in two forms from one definition, and a few plotting helpers.
+
+A chapter describes a slider once: its parameters with their values, and ``draw(**values)``,
+which returns a matplotlib figure from data the cell has already computed. :func:`slider`
+renders one PNG frame per combination of values when the cell runs and returns a view that is
+
+- on the rendered page (and anywhere without a kernel): an HTML ``<input type="range">`` per
+  parameter plus a few lines of inline JavaScript that shows the frame of the chosen values;
+- in a live kernel (Jupyter, Binder): an ipywidgets slider that redraws with ``draw`` on every
+  move.
+
+Both live in one MIME bundle: front ends with a widget manager pick the live widget, the book
+is configured to pick the HTML. The static HTML contract, which ``tools/browser_check.py``
+verifies in Chromium::
+
+    <div class="grpo-slider" id="grpo-slider-NAME" data-params="G;beta">
+      <input type="range" class="grpo-slider-input" data-param="G" data-labels='["1", "2"]'>
+      <output class="grpo-slider-value" data-param="G">2</output>
+      <img class="grpo-slider-frame" data-key="G=2;beta=0.1" alt="...">  (one per frame;
+      all but the current one are hidden)
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import itertools
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+PALETTE = {"none": "#7f7f7f", "group": "#1f77b4", "group_norm": "#d62728", "loo": "#2ca02c",
+           "critic": "#9467bd", "batch": "#ff7f0e", "exact": "black"}
+
+
+def _label(value: Any, fmt: str | None) -> str:
+    if fmt is not None:
+        return fmt.format(value)
+    if isinstance(value, float | np.floating):
+        return f"{float(value):g}"
+    return str(value)
+
+
+def _png(fig, dpi: int) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    return buf.getvalue()
+
+
+class SliderView:
+    """A precomputed slider; display it (it is the last expression of a cell).
+
+    Attributes:
+        name: the DOM id suffix (unique within a chapter).
+        params: parameter name -> list of values.
+        labels: parameter name -> list of display strings.
+        frames: frame key (e.g. ``"G=8;beta=0.02"``) -> PNG bytes.
+        timings: seconds per frame for ``draw`` (data + figure) and for rasterising.
+    """
+
+    def __init__(self, name: str, params: dict[str, list], labels: dict[str, list[str]],
+                 initial: dict[str, Any], draw: Callable[..., Any], frames: dict[str, bytes],
+                 timings: dict[str, list[float]], alt: str) -> None:
+        self.name, self.params, self.labels = name, params, labels
+        self.initial, self.draw, self.frames = initial, draw, frames
+        self.timings, self.alt = timings, alt
+        self._widget = None
+
+    @staticmethod
+    def key(values: Mapping[str, str]) -> str:
+        """The frame key of a combination of display labels: ``"G=8;beta=0.02"``."""
+        return ";".join(f"{k}={v}" for k, v in values.items())
+
+    def html(self) -> str:
+        """The kernel-free slider: range inputs, value read-outs, frames, inline JavaScript."""
+        dom_id = f"grpo-slider-{self.name}"
+        parts = [f'<div class="grpo-slider" id="{dom_id}" '
+                 f'data-params="{html.escape(";".join(self.params))}">']
+        for p, values in self.params.items():
+            i0 = values.index(self.initial[p])
+            labels = html.escape(json.dumps(self.labels[p]), quote=True)
+            parts.append(
+                f'<label style="display:block;margin:0.2em 0">{html.escape(p)} '
+                f'<input type="range" class="grpo-slider-input" data-param="{html.escape(p)}" '
+                f'min="0" max="{len(values) - 1}" step="1" value="{i0}" '
+                f'data-labels="{labels}" style="width:16em;vertical-align:middle"> '
+                f'<output class="grpo-slider-value" data-param="{html.escape(p)}">'
+                f'{html.escape(self.labels[p][i0])}</output></label>')
+        start = self.key({p: self.labels[p][self.params[p].index(self.initial[p])]
+                          for p in self.params})
+        for key, png in self.frames.items():
+            shown = "" if key == start else " hidden"
+            desc = html.escape(f"{self.alt} ({key.replace(';', ', ')})", quote=True)
+            parts.append(
+                f'<img class="grpo-slider-frame" data-key="{html.escape(key, quote=True)}" '
+                f'alt="{desc}" style="max-width:100%;height:auto"{shown} '
+                f'src="data:image/png;base64,{base64.b64encode(png).decode()}">')
+        parts.append(_SCRIPT.replace("DOM_ID", dom_id))
+        parts.append("</div>")
+        return "\n".join(parts)
+
+    def widget(self):
+        """The live form: ipywidgets sliders over an Output that ``draw`` redraws on each move."""
+        if self._widget is not None:
+            return self._widget
+        import ipywidgets as w
+        import matplotlib.pyplot as plt
+        from IPython.display import Image, display
+
+        sliders = {p: w.SelectionSlider(options=list(zip(self.labels[p], values, strict=True)),
+                                        value=self.initial[p], description=p,
+                                        continuous_update=True)
+                   for p, values in self.params.items()}
+        out = w.Output()
+        start = self.key({p: self.labels[p][self.params[p].index(self.initial[p])]
+                          for p in self.params})
+        out.append_display_data(Image(self.frames[start]))  # first view: no recompute
+
+        def redraw(_change=None) -> None:
+            fig = self.draw(**{p: s.value for p, s in sliders.items()})
+            with out:
+                out.clear_output(wait=True)
+                display(fig)
+            plt.close(fig)
+
+        for s in sliders.values():
+            s.observe(redraw, names="value")
+        self._widget = w.VBox([*sliders.values(), out])
+        self._widget.redraw = redraw  # exposed for tests and the slider benchmark
+        self._widget.sliders = sliders
+        return self._widget
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
+        bundle = {
+            "text/plain": f"<slider {self.name}: "
+            + ", ".join(f"{p} in [{', '.join(self.labels[p])}]" for p in self.params)
+            + f"; {len(self.frames)} frames>",
+            "text/html": self.html(),
+        }
+        if os.environ.get("GRPO_STATIC_ONLY") != "1":
+            bundle["application/vnd.jupyter.widget-view+json"] = {
+                "version_major": 2, "version_minor": 0, "model_id": self.widget().model_id}
+        return bundle
+
+
+_SCRIPT = """<script>
+(function () {
+  var root = document.getElementById("DOM_ID");
+  if (!root || root.dataset.ready) { return; }
+  root.dataset.ready = "1";
+  var inputs = root.querySelectorAll("input.grpo-slider-input");
+  var frames = root.querySelectorAll("img.grpo-slider-frame");
+  function update() {
+    var parts = [];
+    inputs.forEach(function (inp) {
+      var label = JSON.parse(inp.dataset.labels)[Number(inp.value)];
+      root.querySelector('output[data-param="' + inp.dataset.param + '"]').textContent = label;
+      parts.push(inp.dataset.param + "=" + label);
+    });
+    var key = parts.join(";");
+    frames.forEach(function (f) { f.hidden = f.dataset.key !== key; });
+  }
+  inputs.forEach(function (inp) { inp.addEventListener("input", update); });
+  update();
+})();
+</script>"""
+
+
+def slider(name: str, params: Mapping[str, Sequence[Any]], draw: Callable[..., Any], *,
+           initial: Mapping[str, Any] | None = None, fmt: Mapping[str, str] | None = None,
+           dpi: int = 60, alt: str = "figure") -> SliderView:
+    """Precompute a two-form slider. Make it the last expression of its cell.
+
+    Args:
+        name: lowercase id, unique within the chapter (``[a-z0-9-]``).
+        params: parameter name -> the values it can take, e.g. ``{"G": [1, 2, 4, 8]}``.
+        draw: ``draw(**values) -> matplotlib.figure.Figure`` built from precomputed data; it
+            should be cheap (well under 250 ms), since the live slider calls it on every move.
+        initial: the starting value of each parameter (default: the first value).
+        fmt: optional format string per parameter for its display label, e.g. ``"{:.2f}"``.
+        dpi: resolution of the static frames (kept modest: every frame is in the notebook).
+        alt: what the figure shows, for the frames' alt text.
+
+    Returns:
+        A :class:`SliderView`. Used by every chapter.
+    """
+    import matplotlib.pyplot as plt
+
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"name must match [a-z0-9][a-z0-9-]*, got {name!r}")
+    if not params:
+        raise ValueError("params must name at least one parameter")
+    values = {str(p): list(v) for p, v in params.items()}
+    for p, v in values.items():
+        if len(v) < 2:
+            raise ValueError(f"parameter {p!r} needs at least 2 values, got {v!r}")
+    fmt = dict(fmt or {})
+    labels = {p: [_label(x, fmt.get(p)) for x in v] for p, v in values.items()}
+    for p, lab in labels.items():
+        if len(set(lab)) != len(lab):
+            raise ValueError(f"parameter {p!r} has repeated display labels {lab}; pass fmt")
+    start = {p: v[0] for p, v in values.items()}
+    for p, x in (initial or {}).items():
+        if p not in values or x not in values[p]:
+            raise ValueError(f"initial value {p}={x!r} is not among {p}'s values")
+        start[p] = x
+    frames: dict[str, bytes] = {}
+    timings: dict[str, list[float]] = {"draw": [], "raster": []}
+    for combo in itertools.product(*(range(len(v)) for v in values.values())):
+        kwargs = {p: values[p][i] for p, i in zip(values, combo, strict=True)}
+        t0 = time.perf_counter()
+        fig = draw(**kwargs)
+        t1 = time.perf_counter()
+        key = SliderView.key({p: labels[p][i] for p, i in zip(values, combo, strict=True)})
+        frames[key] = _png(fig, dpi)
+        timings["draw"].append(t1 - t0)
+        timings["raster"].append(time.perf_counter() - t1)
+        plt.close(fig)
+    view = SliderView(name, values, labels, start, draw, frames, timings, alt)
+    _log_timings(view)
+    return view
+
+
+def _log_timings(view: SliderView) -> None:
+    """With ``GRPO_SLIDER_LOG`` set (by benchmarks/bench_sliders.py), append the slider's
+    per-frame costs and one timed live move per value to that JSON-lines file."""
+    path = os.environ.get("GRPO_SLIDER_LOG")
+    if not path:
+        return
+    moves = []
+    box = view.widget()
+    for p, s in box.sliders.items():
+        for v in view.params[p]:
+            if v == s.value:
+                continue
+            t0 = time.perf_counter()
+            s.value = v  # the observer redraws synchronously, as a real move does
+            moves.append(time.perf_counter() - t0)
+        s.value = view.initial[p]
+    with open(path, "a") as fh:
+        fh.write(json.dumps({"name": view.name, "frames": len(view.frames),
+                             "draw_s": view.timings["draw"], "raster_s": view.timings["raster"],
+                             "move_s": moves}) + "\n")
+
+
+def band(ax, x: np.ndarray, runs: np.ndarray, *, label: str, color: str | None = None,
+         single: np.ndarray | None = None, alpha: float = 0.2):
+    """Mean over runs as a line and mean +- 1 sd as a band; optionally one run dashed.
+
+    ``x (T,)``, ``runs (S, T)``, ``single (T,)``. Returns the mean line. Used by chapters 4-9.
+    """
+    runs = np.asarray(runs, dtype=float)
+    mean, sd = runs.mean(axis=0), runs.std(axis=0)
+    (line,) = ax.plot(x, mean, color=color, label=f"{label} (mean of {len(runs)} seeds)")
+    ax.fill_between(x, mean - sd, mean + sd, color=line.get_color(), alpha=alpha, lw=0)
+    if single is not None:
+        ax.plot(x, single, color=line.get_color(), ls="--", lw=1, label=f"{label} (one seed)")
+    return line
+
+
+def book_style() -> None:
+    """The book's matplotlib defaults: compact figures, readable fonts, light grid."""
+    import matplotlib as mpl
+
+    mpl.rcParams.update({
+        "figure.figsize": (7.0, 3.6), "figure.dpi": 80, "axes.grid": True, "grid.alpha": 0.3,
+        "axes.spines.top": False, "axes.spines.right": False, "font.size": 10,
+        "legend.fontsize": 8, "legend.frameon": False, "savefig.bbox": "tight",
+    })

@@ -1,0 +1,66 @@
+"""The toy world: 6 maths prompts, 12 candidate answers each, a verifier's reward.
+
+The reward is *direct* (a verifier grades each answer), not a learned reward model: the setting
+GRPO was introduced for (DeepSeekMath, arXiv 2402.03300, section 4). Prompts differ in difficulty:
+prompt 0 is easy (most answers score well), prompt 5 is hard (almost nothing does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validate import check_rng
+
+N_PROMPTS, N_ANSWERS, D_EMB = 6, 12, 8
+BETA = 0.02  # KL coefficient of the happy path (the seed script's default)
+
+
+def make_world(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Draw the reward table and the prompt embeddings.
+
+    Args:
+        rng: the generator to draw from (the book uses ``np.random.default_rng(0)``).
+
+    Returns:
+        rewards: ``(P, A) = (6, 12)``, ``10 * U(0, 1) * (1 - 0.8 * difficulty)``, difficulty 0..1.
+        emb: ``(P, D) = (6, 8)`` standard-normal prompt embeddings, the critic's input.
+
+    Taught in chapter 1 (``01_toy_world``).
+    """
+    rng = check_rng(rng)
+    difficulty = np.linspace(0.0, 1.0, N_PROMPTS)[:, None]  # (P, 1): 0 easy ... 1 hard
+    quality = rng.uniform(0, 1, (N_PROMPTS, N_ANSWERS))  # (P, A)
+    rewards = 10.0 * quality * (1.0 - 0.8 * difficulty)
+    emb = rng.normal(0, 1, (N_PROMPTS, D_EMB))
+    return rewards, emb
+
+
+def reference_logits(rng: np.random.Generator) -> np.ndarray:
+    """The frozen reference (SFT) policy's logits, ``(P, A)``, drawn from N(0, 0.5).
+
+    Not uniform: the reference already has opinions. Draw it right after :func:`make_world`
+    from the same generator, as the seed script does. Taught in chapter 1.
+    """
+    rng = check_rng(rng)
+    return rng.normal(0, 0.5, (N_PROMPTS, N_ANSWERS))
+
+
+@dataclass(frozen=True)
+class World:
+    """Everything a demo needs: ``rewards (P, A)``, ``emb (P, D)``, ``ref_logits (P, A)``."""
+
+    rewards: np.ndarray
+    emb: np.ndarray
+    ref_logits: np.ndarray
+
+
+def toy_world(seed: int = 0) -> World:
+    """The world of every demo: ``make_world`` then ``reference_logits`` from one seeded generator.
+
+    Taught in chapter 1.
+    """
+    rng = np.random.default_rng(seed)
+    rewards, emb = make_world(rng)
+    return World(rewards=rewards, emb=emb, ref_logits=reference_logits(rng))
