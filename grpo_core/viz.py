@@ -274,3 +274,16 @@ def book_style() -> None:
         "axes.spines.top": False, "axes.spines.right": False, "font.size": 10,
         "legend.fontsize": 8, "legend.frameon": False, "savefig.bbox": "tight",
     })
+
+
+def show_source(obj: Any):
+    """The source of a ``grpo_core`` function or class as a highlighted code block.
+
+    Chapters show the mechanism from the package itself, never a pasted copy that could drift.
+    Used by every chapter.
+    """
+    import inspect
+
+    from IPython.display import Markdown
+
+    return Markdown(f"```python\n{inspect.getsource(obj).rstrip()}\n```")
