@@ -144,8 +144,10 @@ def exact_moments(
         if critic_value.shape != rewards.shape[:1]:
             raise ValueError(f"critic_value must have shape {rewards.shape[:1]}, "
                              f"got {critic_value.shape}")
-    counts = multisets(rewards.shape[1], G).astype(np.float64)  # (M, A)
-    log_coef = math.lgamma(G + 1) - np.vectorize(math.lgamma)(counts + 1).sum(axis=1)  # (M,)
+    counts_int = multisets(rewards.shape[1], G)  # (M, A)
+    log_factorial = np.array([math.lgamma(k + 1) for k in range(G + 1)])
+    log_coef = math.lgamma(G + 1) - log_factorial[counts_int].sum(axis=1)  # (M,) log multinomial
+    counts = counts_int.astype(np.float64)
     probs = softmax(logits)
     means, variances = [], []
     for p in range(rewards.shape[0]):
