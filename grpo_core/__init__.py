@@ -33,6 +33,7 @@ from .exact import (
     exact_moments,
     expected_reward,
     expected_scale,
+    k3_kl,
     multisets,
     true_gradient,
 )
@@ -45,7 +46,8 @@ __all__ = [
     "BETA", "D_EMB", "KINDS", "N_ANSWERS", "N_PROMPTS", "Critic", "Moments", "TrainConfig",
     "TrainResult", "World", "advantages", "batch_advantages", "best_reward", "cos_mean_grad",
     "evaluate", "exact_kl", "exact_moments", "expected_reward", "expected_scale",
-    "grad_variance", "gradient_estimates", "group_advantages", "log_softmax", "loo_advantages",
+    "grad_variance", "gradient_estimates", "group_advantages", "k3_kl", "log_softmax",
+    "loo_advantages",
     "make_world", "multisets", "n_params", "policy_gradient", "reference_logits",
     "sample_from_uniforms", "sample_group", "softmax", "toy_world", "train", "train_batch",
     "train_kl_in_reward", "true_gradient",

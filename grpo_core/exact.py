@@ -17,7 +17,7 @@ from itertools import combinations_with_replacement
 
 import numpy as np
 
-from ._validate import check_array, check_choice, check_int, check_same_shape
+from ._validate import check_array, check_choice, check_int, check_same_shape, check_samples
 from .advantages import EPS
 from .policy import log_softmax, softmax
 
@@ -45,6 +45,33 @@ def exact_kl(logits: np.ndarray, ref_logits: np.ndarray, *, per_prompt: bool = F
     check_same_shape(logits.shape[-2:], "logits (P, A)", ref_logits.shape, "ref_logits")
     per = (softmax(logits) * (log_softmax(logits) - log_softmax(ref_logits))).sum(axis=-1)
     return per if per_prompt else per.mean(axis=-1)
+
+
+def k3_kl(logits: np.ndarray, ref_logits: np.ndarray, samples: np.ndarray) -> np.ndarray:
+    """DeepSeekMath's per-sample KL estimator (Schulman's k3) at the sampled answers.
+
+    ``k3(a) = pi_ref(a) / pi(a) - log(pi_ref(a) / pi(a)) - 1``, never negative. Averaged over
+    ``a ~ pi`` its *value* is exactly ``KL(pi || pi_ref)``; differentiated as a loss with the
+    samples held fixed, its expected gradient is that of ``KL(pi_ref || pi)``, the other
+    direction. The book's training loop uses the exact KL instead (:func:`exact_kl`).
+
+    Args:
+        logits: ``(..., P, A)`` policy logits; ref_logits: ``(P, A)`` the reference.
+        samples: ``(..., P, G)`` answer indices (leading axes as in ``logits``).
+
+    Returns:
+        ``(..., P, G)`` one estimate per sample. Taught in chapter 9.
+    """
+    logits = check_array(logits, "logits", min_ndim=2)
+    ref_logits = check_array(ref_logits, "ref_logits", min_ndim=2)
+    check_same_shape(logits.shape[-2:], "logits (P, A)", ref_logits.shape, "ref_logits")
+    samples = check_samples(samples, logits.shape[-1])
+    log_ratio = log_softmax(ref_logits) - log_softmax(logits)  # (..., P, A) log(pi_ref / pi)
+    lead = np.broadcast_shapes(log_ratio.shape[:-1], samples.shape[:-1])  # (..., P)
+    log_ratio = np.broadcast_to(log_ratio, lead + log_ratio.shape[-1:])
+    picked = np.take_along_axis(log_ratio, np.broadcast_to(samples, lead + samples.shape[-1:]),
+                                axis=-1)
+    return np.expm1(picked) - picked  # ratio - 1 - log(ratio), accurate near ratio = 1
 
 
 def evaluate(logits: np.ndarray, rewards: np.ndarray, ref_logits: np.ndarray):
