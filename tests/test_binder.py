@@ -1,0 +1,151 @@
+"""Binder (mybinder.org, via repo2docker) builds the live environment from binder/ alone.
+
+These tests keep binder/ in step with the root requirements that CI and local work use, so the two
+cannot drift: the same exact pins, torch from the PyTorch CPU index (an extra index, in binder/
+only), and launch buttons that open JupyterLab on Binder with Thebe off.
+"""
+
+import re
+import shlex
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parent.parent
+BINDER = ROOT / "binder"
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# pip options that choose where packages come from
+INDEX_OPTIONS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--no-index",
+                 "--trusted-host"}
+
+
+def read_requirements(path: Path) -> dict:
+    """Parse a pip requirements file the way pip reads it (the subset this project uses).
+
+    Returns {"options": [(option, value)], "includes": [Path], "editables": [str],
+    "pins": {canonical name: Requirement}}.
+    """
+    text = re.sub(r"\\\n", "", path.read_text(encoding="utf-8"))  # line continuations
+    parsed = {"options": [], "includes": [], "editables": [], "pins": {}}
+    for raw in text.splitlines():
+        line = re.sub(r"(^|\s)#.*$", "", raw).strip()  # comments: "#" at the start or after space
+        if not line:
+            continue
+        if line.startswith("-"):
+            words = shlex.split(line.replace("=", " ", 1) if line.startswith("--") else line)
+            option, value = words[0], " ".join(words[1:])
+            if option[:2] in ("-r", "-e", "-i", "-f", "-c") and len(option) > 2:  # "-rfile"
+                option, value = option[:2], option[2:] + value
+            if option in ("-r", "--requirement"):
+                parsed["includes"].append((path.parent / value).resolve())
+            elif option in ("-e", "--editable"):
+                parsed["editables"].append(value)
+            else:
+                parsed["options"].append((option, value))
+            continue
+        req = Requirement(line)
+        name = canonicalize_name(req.name)
+        assert name not in parsed["pins"], f"{path}: {req.name} is listed twice"
+        parsed["pins"][name] = req
+    return parsed
+
+
+def exact_version(req: Requirement) -> Version | None:
+    """The version of an exact `==` pin (no wildcard), else None."""
+    specs = list(req.specifier)
+    if len(specs) == 1 and specs[0].operator == "==" and "*" not in specs[0].version:
+        return Version(specs[0].version)
+    return None
+
+
+@pytest.fixture(scope="module")
+def root_reqs():
+    return read_requirements(ROOT / "requirements.txt")
+
+
+@pytest.fixture(scope="module")
+def binder_reqs():
+    return read_requirements(BINDER / "requirements.txt")
+
+
+def test_binder_runs_python_311():
+    # repo2docker's default Python is too old for numpy 2.4 / matplotlib 3.11; CI uses 3.11.
+    assert (BINDER / "runtime.txt").read_text(encoding="utf-8").strip() == "python-3.11"
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert Version("3.11") in SpecifierSet(requires)
+
+
+def test_binder_takes_torch_from_the_cpu_index_as_an_extra_index(binder_reqs):
+    # An *extra* index: PyPI stays the main index for the rest (--index-url would replace it).
+    assert binder_reqs["options"] == [("--extra-index-url", CPU_INDEX)], binder_reqs["options"]
+    torch = binder_reqs["pins"].get("torch")
+    assert torch is not None, "binder/requirements.txt must pin torch (the CPU build)"
+    version = exact_version(torch)
+    assert version is not None and version.local == "cpu", (
+        f"binder/requirements.txt: torch must be pinned exactly to a '+cpu' build, got {torch}")
+
+
+def test_binder_installs_the_root_requirements(binder_reqs):
+    assert binder_reqs["includes"] == [ROOT / "requirements.txt"], (
+        "binder/requirements.txt must include the root requirements: -r ../requirements.txt")
+    assert not binder_reqs["editables"], "binder/ installs the package through the root's -e ."
+
+
+def test_root_requirements_name_no_index(root_reqs):
+    # The index line lives in binder/ only: here pip would retry an unreachable host for every
+    # package on machines that reach PyPI alone.
+    used = [opt for opt, _ in root_reqs["options"] if opt in INDEX_OPTIONS]
+    assert not used, f"requirements.txt must not choose an index: {used}"
+    text = (ROOT / "requirements.txt").read_text(encoding="utf-8")
+    assert "://" not in re.sub(r"#.*", "", text), "requirements.txt must not contain URLs"
+
+
+def test_root_pins_every_package_exactly(root_reqs):
+    loose = [str(r) for r in root_reqs["pins"].values() if exact_version(r) is None]
+    assert not loose, f"requirements.txt: not pinned with ==: {loose}"
+    assert "torch" in root_reqs["pins"]
+
+
+def test_binder_pins_agree_with_root(binder_reqs, root_reqs):
+    """Every package pinned in binder/ is pinned in the root to the same version (a local label
+    such as '+cpu' aside), and the root's pin accepts binder's: pip merges the two."""
+    for name, req in binder_reqs["pins"].items():
+        version = exact_version(req)
+        assert version is not None, f"binder/requirements.txt: {req} is not an exact pin"
+        root = root_reqs["pins"].get(name)
+        assert root is not None, f"binder/requirements.txt pins {req}, the root does not pin {name}"
+        assert exact_version(root).public == version.public, (
+            f"{name}: binder/ pins {version}, requirements.txt pins {exact_version(root)}")
+        assert root.specifier.contains(version, prereleases=True), (
+            f"{name}: pip cannot satisfy both {root} (root) and {req} (binder/)")
+
+
+def test_the_package_accepts_every_pinned_version(binder_reqs, root_reqs):
+    """`-e .` installs grpo_core with its pyproject dependencies: they must accept the pins (for
+    torch, both the root's and binder's +cpu build), or the install fails to resolve."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for dep in map(Requirement, project.get("dependencies", [])):
+        name = canonicalize_name(dep.name)
+        for where, reqs in (("requirements.txt", root_reqs), ("binder/requirements.txt",
+                                                               binder_reqs)):
+            pin = reqs["pins"].get(name)
+            if pin is not None:
+                assert dep.specifier.contains(exact_version(pin), prereleases=True), (
+                    f"pyproject.toml requires {dep}, {where} pins {pin}")
+
+
+def test_launch_buttons_open_jupyterlab_on_binder_without_thebe():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    launch = config.get("launch_buttons") or {}
+    assert launch.get("binderhub_url") == "https://mybinder.org"
+    assert launch.get("notebook_interface") == "jupyterlab"
+    assert not launch.get("thebe"), "Thebe stays off"
+    repo = config.get("repository") or {}
+    assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", repo.get("url", "")), repo
+    assert repo.get("branch"), repo
