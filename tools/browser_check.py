@@ -1,0 +1,454 @@
+"""Check the built book the way a reader sees it: in a real browser (Chromium via Playwright).
+
+    python tools/browser_check.py                # the book in this repository
+    python tools/browser_check.py --book DIR     # a book in DIR (DIR/_toc.yml, DIR/_build/html)
+    python tools/browser_check.py --update-docs  # also copy slider screenshots to docs/images/
+
+Serves the built HTML on 127.0.0.1 (a free port) and, for every page of _toc.yml (the root and
+every `file:` entry), checks that:
+
+- the page loads, and every <img> in the article has loaded (naturalWidth > 0), including the
+  hidden frames of the sliders;
+- no JavaScript exception is thrown (apart from a short, commented allowlist of offline noise);
+- no file of the book itself (a request to the local server) is missing;
+- ids are unique on the page;
+- every kernel-free slider (grpo_core.viz.slider; contract in its module docstring) works: its
+  range inputs are moved, one at a time (value set + an `input` event, as a drag does), through
+  every value and every combination of values, and after each move every displayed <output> is
+  its input's current label, exactly one frame is visible, its data-key (and alt text) name the
+  slider's current values, and its picture differs from the one shown before the move.
+
+Requests to any other host are blocked, so the check is the same online and offline. Chromium is
+Debian's (`apt-get install -y chromium`) at /usr/bin/chromium; Playwright never downloads a browser.
+
+It prints one line per page with its counts, then every failure naming the page, the slider and
+the value, and exits 1 on any failure. It also saves screenshots of the first chapter that has a
+slider (the slider as first shown, the slider after one move, and the page) into
+_build/screenshots/; with --update-docs the two slider pictures are copied to docs/images/, where
+the README shows them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import re
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+VIEWPORT = {"width": 1280, "height": 900}
+SCREENSHOTS = {"initial": "slider-initial.png", "moved": "slider-moved.png", "page": "page.png"}
+DOCS_IMAGES = ROOT / "docs" / "images"
+
+# JavaScript exceptions that are harmless offline noise from third-party scripts, never from the
+# book's own code. Each entry: (regular expression matched against the message, why it is allowed).
+# Keep this list short and narrow: an exception not matched here fails the check.
+ALLOWED_PAGE_ERRORS: list[tuple[str, str]] = [
+    # sphinx-thebe declares THEBE_JS_URL in two script tags on some pages (Thebe is off anyway).
+    (r"^Identifier 'THEBE_JS_URL' has already been declared$", "sphinx-thebe duplicate const"),
+    # The ipywidgets embed script and require.js come from CDNs; offline (or blocked here) the
+    # code that expects them finds them undefined.
+    (r"^(require|define|requirejs) is not defined$", "require.js from a CDN not loaded"),
+]
+
+
+def toc_files(toc: dict) -> list[str]:
+    """The root and every `file:` of a jb-book _toc.yml (parts, chapters, sections), in order."""
+    files = [toc["root"]]
+
+    def walk(entries) -> None:
+        for entry in entries or []:
+            if "file" in entry:
+                files.append(entry["file"])
+            walk(entry.get("sections"))
+
+    walk(toc.get("chapters"))
+    for part in toc.get("parts") or []:
+        walk(part.get("chapters"))
+    # "book/01_x.ipynb" and "book/01_x" are the same page
+    return [re.sub(r"\.(ipynb|md)$", "", f) for f in files]
+
+
+@dataclass
+class PageResult:
+    page: str
+    images: int = 0
+    sliders: int = 0
+    values: int = 0
+    seconds: float = 0.0
+    failures: list[str] = field(default_factory=list)
+
+    def fail(self, what: str) -> None:
+        self.failures.append(f"{self.page}: {what}")
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the base class's signature
+        pass
+
+
+def serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host, port = server.server_address[:2]
+    return server, f"http://{host}:{port}/"
+
+
+# In the page: wait for every image of the article, then count and describe them.
+JS_IMAGES = """async () => {
+  const scope = document.querySelector("article") || document.querySelector("main")
+    || document.body;
+  const imgs = Array.from(scope.querySelectorAll("img"));
+  await Promise.all(imgs.map((img) => img.complete ? null : new Promise((ok) => {
+    img.addEventListener("load", ok);
+    img.addEventListener("error", ok);
+  })));
+  return imgs.map((img) => ({
+    ok: img.complete && img.naturalWidth > 0,
+    what: (img.getAttribute("data-key") ? "frame " + img.getAttribute("data-key") + " of "
+           + (img.closest(".grpo-slider") || {}).id : (img.getAttribute("src") || "").slice(0, 80)),
+  }));
+}"""
+
+JS_DUPLICATE_IDS = """() => {
+  const seen = new Map();
+  document.querySelectorAll("[id]").forEach((e) => seen.set(e.id, (seen.get(e.id) || 0) + 1));
+  return Array.from(seen).filter(([, n]) => n > 1).map(([id, n]) => id + " (x" + n + ")");
+}"""
+
+JS_WIDGET_VIEWS = """() => document.querySelectorAll(
+  'script[type="application/vnd.jupyter.widget-view+json"]').length"""
+
+# The static structure of every slider (before anything is moved).
+JS_SLIDERS = """() => Array.from(document.querySelectorAll(".grpo-slider")).map((root, i) => ({
+  id: root.id || ("#" + (i + 1) + " (no id)"),
+  index: i,
+  params: (root.dataset.params || "").split(";"),
+  inputs: Array.from(root.querySelectorAll("input.grpo-slider-input")).map((inp) => ({
+    param: inp.dataset.param, value: Number(inp.value), min: Number(inp.min),
+    max: Number(inp.max), step: Number(inp.step),
+    labels: (() => {
+      try { return JSON.parse(inp.dataset.labels); } catch (e) { return null; }
+    })(),
+  })),
+  outputs: Array.from(root.querySelectorAll("output.grpo-slider-value"))
+    .map((o) => o.dataset.param),
+  keys: Array.from(root.querySelectorAll("img.grpo-slider-frame")).map((f) => f.dataset.key),
+}))"""
+
+# What a reader sees in one slider: the read-outs and the visible frames.
+JS_STATE = """(index) => {
+  const root = document.querySelectorAll(".grpo-slider")[index];
+  const shown = Array.from(root.querySelectorAll("img.grpo-slider-frame")).filter((f) => {
+    const r = f.getBoundingClientRect();
+    return !f.hidden && getComputedStyle(f).display !== "none" && r.width > 0 && r.height > 0;
+  });
+  const outputs = {};
+  root.querySelectorAll("output.grpo-slider-value").forEach((o) => {
+    outputs[o.dataset.param] = o.textContent.trim();
+  });
+  return {outputs: outputs,
+          shown: shown.map((f) => ({key: f.dataset.key, alt: f.alt, src: f.currentSrc || f.src}))};
+}"""
+
+# Move one range input as a drag does: set its value, then fire "input".
+JS_MOVE = """([index, param, value]) => {
+  const root = document.querySelectorAll(".grpo-slider")[index];
+  const inp = Array.from(root.querySelectorAll("input.grpo-slider-input"))
+    .find((i) => i.dataset.param === param);
+  inp.value = String(value);
+  inp.dispatchEvent(new Event("input", {bubbles: true}));
+  return Number(inp.value);
+}"""
+
+
+def check_slider(page, result: PageResult, info: dict) -> None:
+    """Move every input of one slider through all its values; record failures on `result`."""
+    sid = info["id"]
+    where = f"slider {sid}"
+    params, inputs = info["params"], {i["param"]: i for i in info["inputs"]}
+    if not info["inputs"]:
+        result.fail(f"{where}: no range input")
+        return
+    if list(inputs) != params or len(info["inputs"]) != len(params):
+        result.fail(f"{where}: data-params {params} but range inputs for "
+                    f"{[i['param'] for i in info['inputs']]}")
+        return
+    if sorted(info["outputs"]) != sorted(params):
+        result.fail(f"{where}: <output> read-outs for {info['outputs']}, expected {params}")
+        return
+    state = {}
+    for p, inp in inputs.items():
+        labels = inp["labels"]
+        if not isinstance(labels, list) or len(labels) < 2:
+            result.fail(f"{where}: input {p} has data-labels {labels!r}")
+            return
+        if (inp["min"], inp["max"], inp["step"]) != (0, len(labels) - 1, 1):
+            result.fail(f"{where}: input {p} has min/max/step {inp['min']}/{inp['max']}/"
+                        f"{inp['step']}, expected 0/{len(labels) - 1}/1 for {len(labels)} labels")
+            return
+        state[p] = inp["value"]
+    n_frames = 1
+    for inp in inputs.values():
+        n_frames *= len(inp["labels"])
+    if len(info["keys"]) != n_frames or len(set(info["keys"])) != len(info["keys"]):
+        result.fail(f"{where}: {len(info['keys'])} frames ({len(set(info['keys']))} distinct "
+                    f"keys), expected one per combination: {n_frames}")
+
+    def expected_key() -> str:
+        return ";".join(f"{p}={inputs[p]['labels'][state[p]]}" for p in params)
+
+    def look(what: str) -> dict | None:
+        """Check what the reader sees against `state`; return the visible frame."""
+        seen = page.evaluate(JS_STATE, info["index"])
+        ok = True
+        for p in params:
+            want = inputs[p]["labels"][state[p]]
+            if seen["outputs"].get(p) != want:
+                result.fail(f"{where}, {what}: read-out of {p} shows "
+                            f"{seen['outputs'].get(p)!r}, expected {want!r}")
+                ok = False
+        if len(seen["shown"]) != 1:
+            result.fail(f"{where}, {what}: {len(seen['shown'])} frames visible "
+                        f"({[f['key'] for f in seen['shown']]}), expected exactly one")
+            return None
+        frame = seen["shown"][0]
+        key = expected_key()
+        if frame["key"] != key:
+            result.fail(f"{where}, {what}: visible frame is {frame['key']!r}, expected {key!r}")
+            ok = False
+        elif key.replace(";", ", ") not in (frame["alt"] or ""):
+            result.fail(f"{where}, {what}: alt text {frame['alt']!r} does not name {key!r}")
+            ok = False
+        return frame if ok else None
+
+    previous = look("as first shown")
+    initial = dict(state)
+    for p, v in walk(params, {p: len(inputs[p]["labels"]) for p in params}, initial):
+        what = f"{p}={inputs[p]['labels'][v]}"
+        before = previous
+        got = page.evaluate(JS_MOVE, [info["index"], p, v])
+        state[p] = v
+        result.values += 1
+        if got != v:
+            result.fail(f"{where}, {what}: the input took value {got}, not {v}")
+            state[p] = got
+        previous = look(f"{what} (at {expected_key()})")
+        if previous is not None and before is not None and previous["src"] == before["src"]:
+            result.fail(f"{where}, {what} (at {expected_key()}): the figure did not change "
+                        f"(same picture as {before['key']!r})")
+
+
+def walk(params: list[str], sizes: dict[str, int], start: dict[str, int]) -> list[tuple[str, int]]:
+    """Moves (parameter, new value index) that show every frame of a slider, one input at a time.
+
+    From the starting values, each input goes to its first value; then a reflected Gray code
+    visits every combination, each step moving one input by one notch, as a drag does; then each
+    input returns to its starting value. Every move changes the figure.
+    """
+    def gray(ps: list[str]) -> list[tuple[int, ...]]:
+        if not ps:
+            return [()]
+        rest = gray(ps[1:])
+        return [(i, *r) for i in range(sizes[ps[0]]) for r in (rest if i % 2 == 0 else rest[::-1])]
+
+    state, moves = dict(start), []
+
+    def go(p: str, v: int) -> None:
+        if state[p] != v:
+            moves.append((p, v))
+            state[p] = v
+
+    for p in params:
+        go(p, 0)
+    for combo in gray(params):
+        for p, v in zip(params, combo, strict=True):
+            go(p, v)
+    for p in params:
+        go(p, start[p])
+    return moves
+
+
+def check_page(page, base: str, name: str, errors: list[str], bad_requests: list[str],
+               ) -> PageResult:
+    result = PageResult(name)
+    t0 = time.perf_counter()
+    errors.clear()
+    bad_requests.clear()
+    try:
+        response = page.goto(f"{base}{name}.html", wait_until="load", timeout=30_000)
+    except Exception as exc:  # a page that does not load is a failure, not a crash
+        result.fail(f"did not load: {exc}")
+        return result
+    if response is None or not response.ok:
+        result.fail(f"HTTP {response.status if response else 'no response'}")
+        return result
+    images = page.evaluate(JS_IMAGES)
+    result.images = len(images)
+    for img in images:
+        if not img["ok"]:
+            result.fail(f"image did not load: {img['what']}")
+    dups = page.evaluate(JS_DUPLICATE_IDS)
+    if dups:
+        result.fail(f"duplicate ids: {', '.join(dups)}")
+    sliders = page.evaluate(JS_SLIDERS)
+    result.sliders = len(sliders)
+    for info in sliders:
+        try:
+            check_slider(page, result, info)
+        except Exception as exc:  # e.g. the page navigated away: report, go on
+            result.fail(f"slider {info['id']}: the check could not run: {exc}")
+    widgets = page.evaluate(JS_WIDGET_VIEWS)
+    if widgets:
+        result.fail(f"{widgets} ipywidgets view(s) on the page: without a kernel they move and "
+                    "redraw nothing (the page should show the slider's kernel-free HTML)")
+    for message in errors:
+        result.fail(f"JavaScript exception: {message}")
+    for req in bad_requests:
+        result.fail(f"missing file of the book: {req}")
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def screenshots(page, base: str, name: str, out: Path) -> list[Path]:
+    """The first slider of `name` as first shown and after one move, and the page around it."""
+    page.goto(f"{base}{name}.html", wait_until="load")
+    root = page.locator(".grpo-slider").first
+    root.scroll_into_view_if_needed()
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / SCREENSHOTS["initial"], out / SCREENSHOTS["moved"], out / SCREENSHOTS["page"]]
+    root.screenshot(path=paths[0])
+    info = page.evaluate(JS_SLIDERS)[0]
+    first = info["inputs"][0]
+    page.evaluate(JS_MOVE, [0, first["param"], (first["value"] + 1) % len(first["labels"])])
+    # centre the slider in the window for the page picture
+    page.evaluate("""() => document.querySelector(".grpo-slider")
+                          .scrollIntoView({block: "center"})""")
+    root.screenshot(path=paths[1])
+    page.screenshot(path=paths[2])
+    return paths
+
+
+def run(book: Path, html: Path, shots: Path, update_docs: bool) -> int:
+    from playwright.sync_api import sync_playwright
+
+    toc = yaml.safe_load((book / "_toc.yml").read_text(encoding="utf-8"))
+    pages = toc_files(toc)
+    if not Path(CHROMIUM).exists():
+        print(f"error: {CHROMIUM} not found: apt-get update && apt-get install -y chromium",
+              file=sys.stderr)
+        return 2
+    if not html.is_dir():
+        print(f"error: no built site at {html}: run jupyter-book build first", file=sys.stderr)
+        return 2
+
+    server, base = serve(html)
+    allowed = [(re.compile(rx), why) for rx, why in ALLOWED_PAGE_ERRORS]
+    errors: list[str] = []
+    bad_requests: list[str] = []
+    blocked: list[str] = []
+    ignored: list[str] = []
+    results: list[PageResult] = []
+    saved: list[Path] = []
+    t0 = time.perf_counter()
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+
+            def route(r):  # the book's own files only: no request leaves this machine
+                if r.request.url.startswith(base) or r.request.url.startswith("data:"):
+                    r.continue_()
+                else:
+                    blocked.append(r.request.url)
+                    r.abort()
+
+            context.route("**/*", route)
+            page = context.new_page()
+
+            def on_error(exc) -> None:
+                message = str(getattr(exc, "message", exc)).strip()
+                why = next((why for rx, why in allowed if rx.search(message)), None)
+                if why is not None:
+                    ignored.append(f"{page.url[len(base):]}: {message} ({why})")
+                else:
+                    stack = (getattr(exc, "stack", "") or "").strip().splitlines()
+                    errors.append(message + (f" [{stack[1].strip()}]" if len(stack) > 1 else ""))
+
+            def on_response(resp) -> None:
+                if resp.url.startswith(base) and resp.status >= 400 \
+                        and not resp.url.endswith("/favicon.ico"):
+                    bad_requests.append(f"{resp.url[len(base):]} (HTTP {resp.status})")
+
+            page.on("pageerror", on_error)
+            page.on("response", on_response)
+            for name in pages:
+                result = check_page(page, base, name, errors, bad_requests)
+                results.append(result)
+                status = "ok  " if not result.failures else "FAIL"
+                print(f"{status} {name:40} images {result.images:3}  sliders {result.sliders:2}"
+                      f"  values checked {result.values:3}  ({result.seconds:.1f} s)", flush=True)
+            chapter = next((r.page for r in results[1:] if r.sliders), None)
+            if chapter is not None:
+                saved = screenshots(page, base, chapter, shots)
+            browser.close()
+    finally:
+        server.shutdown()
+
+    failures = [f for r in results for f in r.failures]
+    for f in failures:
+        print(f"  FAILED: {f}")
+    if saved:
+        print(f"screenshots of {chapter}: {', '.join(str(p) for p in saved)}")
+        if update_docs:
+            DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
+            for p in saved[:2]:
+                shutil.copyfile(p, DOCS_IMAGES / p.name)
+            print(f"copied {saved[0].name} and {saved[1].name} to {DOCS_IMAGES}")
+    else:
+        print("no chapter with a slider: no screenshots")
+    for line in ignored:
+        print(f"ignored (allowlisted offline noise): {line}")
+    hosts = sorted({re.sub(r"^(\w+://[^/]+).*", r"\1", u) for u in blocked})
+    if hosts:
+        print(f"blocked {len(blocked)} request(s) to other hosts: {', '.join(hosts)}")
+    n_failed = sum(1 for r in results if r.failures)
+    print(f"{sum(r.images for r in results)} images, {sum(r.sliders for r in results)} sliders, "
+          f"{sum(r.values for r in results)} slider values checked on {len(results)} pages "
+          f"in {time.perf_counter() - t0:.1f} s")
+    print(f"browser-check: {len(results) - n_failed} passed, {n_failed} failed")
+    return 1 if failures or not results else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--book", type=Path, default=ROOT,
+                        help="folder with _toc.yml and _build/html (default: this repository)")
+    parser.add_argument("--html", type=Path, help="built site (default: BOOK/_build/html)")
+    parser.add_argument("--screenshots", type=Path,
+                        help="where to save screenshots (default: BOOK/_build/screenshots)")
+    parser.add_argument("--update-docs", action="store_true",
+                        help=f"copy the slider screenshots to {DOCS_IMAGES.relative_to(ROOT)}/")
+    args = parser.parse_args(argv)
+    book = args.book.resolve()
+    html = (args.html or book / "_build" / "html").resolve()
+    shots = (args.screenshots or book / "_build" / "screenshots").resolve()
+    return run(book, html, shots, args.update_docs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
