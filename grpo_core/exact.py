@@ -17,7 +17,14 @@ from itertools import combinations_with_replacement
 
 import numpy as np
 
-from ._validate import check_array, check_choice, check_int, check_same_shape, check_samples
+from ._validate import (
+    check_array,
+    check_choice,
+    check_float,
+    check_int,
+    check_same_shape,
+    check_samples,
+)
 from .advantages import EPS
 from .policy import log_softmax, softmax
 
@@ -91,6 +98,20 @@ def best_reward(rewards: np.ndarray) -> float:
     world). Only a deterministic policy on the best answers reaches it. Taught in chapter 1."""
     rewards = check_array(rewards, "rewards", min_ndim=2)
     return float(rewards.max(axis=-1).mean())
+
+
+def kl_optimal_logits(rewards: np.ndarray, ref_logits: np.ndarray, beta: float) -> np.ndarray:
+    """Logits of the policy that maximises ``E_pi[r] - beta * KL(pi || pi_ref)`` on every prompt.
+
+    The maximiser is ``pi*(a) = pi_ref(a) exp(r(a) / beta) / Z`` (the KL-regularised optimum),
+    i.e. logits ``ref_logits + rewards / beta``: ``rewards, ref_logits (P, A) -> (P, A)``, beta > 0.
+    Sweeping beta traces the most reward any policy can have for its KL. Taught in chapter 6.
+    """
+    rewards = check_array(rewards, "rewards", min_ndim=2)
+    ref_logits = check_array(ref_logits, "ref_logits", min_ndim=2)
+    check_same_shape(rewards, "rewards", ref_logits, "ref_logits")
+    beta = check_float(beta, "beta", strict=True)
+    return ref_logits + rewards / beta
 
 
 def true_gradient(logits: np.ndarray, rewards: np.ndarray) -> np.ndarray:
