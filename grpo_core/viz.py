@@ -6,8 +6,8 @@ renders one PNG frame per combination of values when the cell runs and returns a
 
 - on the rendered page (and anywhere without a kernel): an HTML ``<input type="range">`` per
   parameter plus a few lines of inline JavaScript that shows the frame of the chosen values;
-- in a live kernel (Jupyter, Binder): an ipywidgets slider that redraws with ``draw`` on every
-  move.
+- in a live kernel (Jupyter, Binder): ipywidgets sliders over an image that ``draw`` redraws on
+  every move.
 
 Both live in one MIME bundle: front ends with a widget manager pick the live widget, the book
 is configured to pick the HTML. The static HTML contract, which ``tools/browser_check.py``
@@ -67,8 +67,8 @@ class SliderView:
 
     def __init__(self, name: str, params: dict[str, list], labels: dict[str, list[str]],
                  initial: dict[str, Any], draw: Callable[..., Any], frames: dict[str, bytes],
-                 timings: dict[str, list[float]], alt: str) -> None:
-        self.name, self.params, self.labels = name, params, labels
+                 timings: dict[str, list[float]], alt: str, dpi: int) -> None:
+        self.name, self.params, self.labels, self.dpi = name, params, labels, dpi
         self.initial, self.draw, self.frames = initial, draw, frames
         self.timings, self.alt = timings, alt
         self._widget = None
@@ -107,34 +107,29 @@ class SliderView:
         return "\n".join(parts)
 
     def widget(self):
-        """The live form: ipywidgets sliders over an Output that ``draw`` redraws on each move."""
+        """The live form: ipywidgets sliders over an image that ``draw`` redraws on each move."""
         if self._widget is not None:
             return self._widget
         import ipywidgets as w
         import matplotlib.pyplot as plt
-        from IPython.display import Image, display
 
         sliders = {p: w.SelectionSlider(options=list(zip(self.labels[p], values, strict=True)),
                                         value=self.initial[p], description=p,
                                         continuous_update=True)
                    for p, values in self.params.items()}
-        out = w.Output()
         start = self.key({p: self.labels[p][self.params[p].index(self.initial[p])]
                           for p in self.params})
-        out.append_display_data(Image(self.frames[start]))  # first view: no recompute
+        image = w.Image(value=self.frames[start], format="png")  # first view: no recompute
 
         def redraw(_change=None) -> None:
             fig = self.draw(**{p: s.value for p, s in sliders.items()})
-            with out:
-                out.clear_output(wait=True)
-                display(fig)
+            image.value = _png(fig, self.dpi)
             plt.close(fig)
 
         for s in sliders.values():
             s.observe(redraw, names="value")
-        self._widget = w.VBox([*sliders.values(), out])
-        self._widget.redraw = redraw  # exposed for tests and the slider benchmark
-        self._widget.sliders = sliders
+        self._widget = w.VBox([*sliders.values(), image])
+        self._widget.sliders = sliders  # exposed for tests and the slider benchmark
         return self._widget
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
@@ -223,7 +218,7 @@ def slider(name: str, params: Mapping[str, Sequence[Any]], draw: Callable[..., A
         timings["draw"].append(t1 - t0)
         timings["raster"].append(time.perf_counter() - t1)
         plt.close(fig)
-    view = SliderView(name, values, labels, start, draw, frames, timings, alt)
+    view = SliderView(name, values, labels, start, draw, frames, timings, alt, dpi)
     _log_timings(view)
     return view
 

@@ -1,0 +1,86 @@
+"""The two-form slider: the static HTML contract and the live widget."""
+
+import json
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from grpo_core import viz  # noqa: E402
+
+
+def draw(G, beta):
+    fig, ax = plt.subplots(figsize=(2, 1.5))
+    ax.plot([0, 1], [0, G * (1 + beta)])
+    ax.set_title(f"G={G} beta={beta}")
+    return fig
+
+
+@pytest.fixture(scope="module")
+def view():
+    return viz.slider("demo-g", {"G": [1, 2, 8], "beta": [0.0, 0.5]}, draw, initial={"G": 2},
+                      alt="a line")
+
+
+def test_static_html_follows_the_contract(view):
+    html = view.html()
+    assert html.count('class="grpo-slider"') == 1 and 'id="grpo-slider-demo-g"' in html
+    inputs = re.findall(r'<input type="range"[^>]*>', html)
+    assert len(inputs) == 2
+    labels = [json.loads(re.search(r'data-labels="([^"]*)"', i).group(1).replace("&quot;", '"'))
+              for i in inputs]
+    assert labels == [["1", "2", "8"], ["0", "0.5"]]
+    assert 'value="1"' in inputs[0] and 'value="0"' in inputs[1]  # initial G=2, beta=0
+    frames = re.findall(r'<img class="grpo-slider-frame"[^>]*>', html)
+    keys = [re.search(r'data-key="([^"]*)"', f).group(1) for f in frames]
+    assert keys == [f"G={g};beta={b}" for g in ("1", "2", "8") for b in ("0", "0.5")]
+    visible = [k for k, f in zip(keys, frames, strict=True) if " hidden" not in f]
+    assert visible == ["G=2;beta=0"]
+    assert "<script>" in html and "grpo-slider-demo-g" in html.split("<script>")[1]
+
+
+def test_every_frame_is_a_distinct_png(view):
+    pngs = list(view.frames.values())
+    assert len(pngs) == 6 and len(set(pngs)) == 6
+    assert all(p.startswith(b"\x89PNG") for p in pngs)
+
+
+def test_mime_bundle_has_both_forms(view):
+    bundle = view._repr_mimebundle_()
+    assert bundle["text/html"] == view.html()
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"]
+    assert bundle["text/plain"].startswith("<slider demo-g: G in [1, 2, 8]")
+
+
+def test_live_widget_redraws_on_a_move(view):
+    box = view.widget()
+    image = box.children[-1]
+    assert bytes(image.value) == view.frames["G=2;beta=0"]
+    box.sliders["G"].value = 8
+    assert bytes(image.value) != view.frames["G=2;beta=0"] and bytes(image.value)[:4] == b"\x89PNG"
+    box.sliders["beta"].value = 0.5
+    box.sliders["G"].value = 2
+    assert bytes(image.value) == view.frames["G=2;beta=0.5"]  # a live redraw is the static frame
+
+
+def test_output_is_deterministic():
+    a = viz.slider("same", {"G": [1, 2]}, lambda G: draw(G, 0.0))
+    b = viz.slider("same", {"G": [1, 2]}, lambda G: draw(G, 0.0))
+    assert a.html() == b.html()
+
+
+@pytest.mark.parametrize("kwargs, word", [
+    (dict(name="Bad Name"), "name"),
+    (dict(params={}), "params"),
+    (dict(params={"G": [1]}), "at least 2"),
+    (dict(params={"beta": [0.1, 0.1000001]}), "fmt"),
+    (dict(initial={"G": 3}), "initial"),
+])
+def test_bad_slider_definitions_are_refused(kwargs, word):
+    args = dict(name="x", params={"G": [1, 2]}, draw=lambda **v: draw(v.get("G", 1), 0.0))
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=word):
+        viz.slider(**args)
