@@ -258,7 +258,7 @@ def walk(params: list[str], sizes: dict[str, int], start: dict[str, int]) -> lis
 
     From the starting values, each input goes to its first value; then a reflected Gray code
     visits every combination, each step moving one input by one notch, as a drag does; then each
-    input returns to its starting value. Every move changes the figure.
+    input returns to its starting value. Every move changes one value, so the figure must change.
     """
     def gray(ps: list[str]) -> list[tuple[int, ...]]:
         if not ps:

@@ -1,0 +1,56 @@
+"""The browser check's pure parts (the browser run itself is a step of .ci/run)."""
+
+import importlib.util
+import itertools
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def bc():
+    spec = importlib.util.spec_from_file_location("browser_check",
+                                                  ROOT / "tools" / "browser_check.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("browser_check", module)  # its dataclass looks itself up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("sizes,start", [
+    ({"k": 3}, {"k": 0}),
+    ({"k": 4}, {"k": 2}),
+    ({"G": 4, "beta": 3}, {"G": 2, "beta": 1}),
+    ({"a": 2, "b": 3, "c": 2}, {"a": 1, "b": 2, "c": 0}),
+])
+def test_walk_shows_every_frame_and_returns(bc, sizes, start):
+    params = list(sizes)
+    state, seen = dict(start), {tuple(start.values())}
+    for p, v in bc.walk(params, sizes, start):
+        assert v != state[p] and 0 <= v < sizes[p], "every move changes one value"
+        state[p] = v
+        seen.add(tuple(state[q] for q in params))
+    assert seen == set(itertools.product(*(range(n) for n in sizes.values())))
+    assert state == start
+
+
+def test_toc_files_reads_root_parts_chapters_and_sections(bc):
+    toc = {"format": "jb-book", "root": "book/intro",
+           "parts": [{"caption": "A", "chapters": [
+               {"file": "book/01_a.ipynb", "sections": [{"file": "book/01b"}]},
+               {"file": "book/02_b"}]}]}
+    assert bc.toc_files(toc) == ["book/intro", "book/01_a", "book/01b", "book/02_b"]
+
+
+def test_toc_files_match_the_frames_check(bc):
+    """The browser check visits the same pages as tools/check_build.py requires."""
+    import yaml
+
+    spec = importlib.util.spec_from_file_location("check_build", ROOT / "tools" / "check_build.py")
+    check_build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check_build)
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    assert bc.toc_files(toc) == check_build.toc_files(toc)
