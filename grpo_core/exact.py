@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import combinations_with_replacement
 
 import numpy as np
 
@@ -132,19 +131,33 @@ EXACT_KINDS = ("none", "group", "group_norm", "loo", "critic")
 MAX_EXACT_G = 10
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=64)
 def multisets(n_answers: int, G: int) -> np.ndarray:
     """Every multiset of G answers out of ``n_answers`` as a count matrix ``(M, A)``.
 
-    ``M = C(G + A - 1, G)``: 75,582 for G = 8, A = 12. Taught in chapter 2.
+    ``M = C(G + A - 1, G)``: 75,582 for G = 8, A = 12. Built recursively: the count of the
+    first answer, then every multiset of the rest. Taught in chapter 2.
     """
     n_answers = check_int(n_answers, "n_answers", 1)
-    G = check_int(G, "G", 1)
-    idx = np.array(list(combinations_with_replacement(range(n_answers), G)), dtype=np.int64)
-    counts = np.zeros((len(idx), n_answers), dtype=np.int64)
-    np.add.at(counts, (np.arange(len(idx))[:, None], idx), 1)
-    counts.setflags(write=False)
-    return counts
+    G = check_int(G, "G", 0)
+    if n_answers == 1:
+        out = np.array([[G]], dtype=np.int64)
+    else:
+        out = np.concatenate([
+            np.column_stack([np.full(len(rest), first, dtype=np.int64), rest])
+            for first in range(G, -1, -1)
+            for rest in (multisets(n_answers - 1, G - first),)
+        ])
+    out.setflags(write=False)
+    return out
+
+
+@lru_cache(maxsize=16)
+def _multiset_table(n_answers: int, G: int) -> tuple[np.ndarray, np.ndarray]:
+    """Counts as floats ``(M, A)`` and the log multinomial coefficients ``(M,)``."""
+    counts = multisets(n_answers, G)
+    log_factorial = np.array([math.lgamma(k + 1) for k in range(G + 1)])
+    return counts.astype(np.float64), math.lgamma(G + 1) - log_factorial[counts].sum(axis=1)
 
 
 @dataclass(frozen=True)
@@ -192,17 +205,12 @@ def exact_moments(
         if critic_value.shape != rewards.shape[:1]:
             raise ValueError(f"critic_value must have shape {rewards.shape[:1]}, "
                              f"got {critic_value.shape}")
-    counts_int = multisets(rewards.shape[1], G)  # (M, A)
-    log_factorial = np.array([math.lgamma(k + 1) for k in range(G + 1)])
-    log_coef = math.lgamma(G + 1) - log_factorial[counts_int].sum(axis=1)  # (M,) log multinomial
-    counts = counts_int.astype(np.float64)
-    probs = softmax(logits)
+    counts, log_coef = _multiset_table(rewards.shape[1], G)  # (M, A) float, (M,)
+    probs, log_probs = softmax(logits), log_softmax(logits)
     means, variances = [], []
     for p in range(rewards.shape[0]):
         r, pi = rewards[p], probs[p]
-        with np.errstate(divide="ignore"):
-            logp = np.where(counts > 0, counts * np.log(pi), 0.0).sum(axis=1)
-        w = np.exp(log_coef + logp)  # (M,) multinomial probability of each multiset
+        w = np.exp(log_coef + counts @ log_probs[p])  # (M,) multinomial probability
         m = counts @ r / G  # (M,) group mean reward
         if kind == "none":
             adv = np.broadcast_to(r, counts.shape)
@@ -218,11 +226,15 @@ def exact_moments(
                 same = (np.where(drawn, r, np.inf).min(axis=1)
                         == np.where(drawn, r, -np.inf).max(axis=1))[:, None]
                 adv = np.where(same, 0.0, adv / (std[:, None] + EPS))
-        ca = counts * adv  # (M, A)
-        g = (ca - pi[None, :] * ca.sum(axis=1, keepdims=True)) / G  # (M, A) estimate
-        mean = w @ g
+        ca = counts * adv  # (M, A): sum of the advantages of each answer's draws
+        total = ca.sum(axis=1)  # (M,)
+        # the estimate is g = (ca - pi * total) / G; its mean and squared norm, without
+        # materialising g: ||g||^2 = (|ca|^2 - 2 total (ca . pi) + total^2 |pi|^2) / G^2
+        mean = (w @ ca - pi * (w @ total)) / G
+        sq_norm = (np.einsum("ma,ma->m", ca, ca) - 2 * total * (ca @ pi)
+                   + total**2 * (pi @ pi)) / G**2
         means.append(mean)
-        variances.append(float(w @ (g**2).sum(axis=1) - mean @ mean))
+        variances.append(float(w @ sq_norm - mean @ mean))
     per_prompt = np.array(variances)
     return Moments(mean=np.array(means), variance=float(per_prompt.sum()),
                    per_prompt_variance=per_prompt)

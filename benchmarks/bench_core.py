@@ -1,0 +1,95 @@
+"""Speed of grpo_core against the plain-loop implementation, as ratios measured in one run.
+
+    python benchmarks/bench_core.py
+
+Targets (issue 2): grad_variance >= 50x faster than the loop version with the same number;
+64 independent training runs in one batch <= 3x the wall time of one run; ``python -m
+grpo_core`` >= 3x faster than the seed script (timed one after the other with /usr/bin/time,
+when the seed script is found beside the repository in ../shared/seed/).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the loop reference is the tests' oracle
+
+import loop_reference  # noqa: E402
+
+import grpo_core as gc  # noqa: E402
+
+SEED_SCRIPT = ROOT.parent / "shared" / "seed" / "grpo_from_scratch.py"
+
+
+def best_of(fn, n: int) -> float:
+    """Minimum wall time of ``n`` calls (the least disturbed by other processes)."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def wall_time(cmd: list[str]) -> float:
+    """Wall seconds of a command as /usr/bin/time reports it (falls back to perf_counter)."""
+    if Path("/usr/bin/time").exists():
+        out = subprocess.run(["/usr/bin/time", "-f", "WALL %e", *cmd], capture_output=True,
+                             text=True, cwd="/tmp", check=True)
+        return float(re.search(r"WALL ([\d.]+)", out.stderr).group(1))
+    t0 = time.perf_counter()
+    subprocess.run(cmd, capture_output=True, check=True, cwd="/tmp")
+    return time.perf_counter() - t0
+
+
+def main() -> int:
+    world = gc.toy_world(0)
+    rewards, emb, ref = world.rewards, world.emb, world.ref_logits
+    ok = True
+    print(f"threads: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
+          f"cpus={os.cpu_count()}")
+
+    # 1. grad_variance, 400 repeats, G = 8: vectorised vs the loop, same number
+    fast = gc.grad_variance(ref, rewards, np.random.default_rng(1), G=8, kind="group")
+    slow = loop_reference.grad_variance(ref, rewards, np.random.default_rng(1), G=8, kind="group")
+    t_fast = best_of(lambda: gc.grad_variance(ref, rewards, np.random.default_rng(1)), 20)
+    t_slow = best_of(lambda: loop_reference.grad_variance(ref, rewards,
+                                                          np.random.default_rng(1)), 3)
+    ratio = t_slow / t_fast
+    same = abs(fast - slow) < 1e-12
+    ok &= ratio >= 50 and same
+    print(f"grad_variance (400 repeats, G=8): loop {t_slow * 1e3:.1f} ms, grpo_core "
+          f"{t_fast * 1e3:.2f} ms -> {ratio:.0f}x faster (target >= 50x); "
+          f"values {slow:.10f} vs {fast:.10f} ({'same' if same else 'DIFFERENT'})")
+
+    # 2. training: 64 independent runs of 300 steps in one batch vs one run
+    gc.train_batch(rewards, emb, ref, 0, steps=5)  # warm-up
+    t_one = best_of(lambda: gc.train_batch(rewards, emb, ref, 0), 3)
+    t_64 = best_of(lambda: gc.train_batch(rewards, emb, ref, list(range(64))), 3)
+    ok &= t_64 <= 3 * t_one
+    print(f"training 300 steps: 1 run {t_one:.3f} s, 64 runs in one batch {t_64:.3f} s -> "
+          f"{t_64 / t_one:.2f}x the time of one run (target <= 3x)")
+
+    # 3. python -m grpo_core vs the seed script, one after the other
+    if SEED_SCRIPT.exists():
+        t_ours = wall_time([sys.executable, "-m", "grpo_core"])
+        t_seed = wall_time([sys.executable, str(SEED_SCRIPT)])
+        ok &= t_seed >= 3 * t_ours
+        print(f"whole demo run: seed script {t_seed:.2f} s, python -m grpo_core {t_ours:.2f} s "
+              f"-> {t_seed / t_ours:.1f}x faster (target >= 3x)")
+    else:
+        print(f"whole demo run: seed script not found at {SEED_SCRIPT}; skipped")
+    print("ALL TARGETS MET" if ok else "SOME TARGETS MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
