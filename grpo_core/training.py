@@ -37,15 +37,15 @@ class TrainConfig:
     """Every knob of a training run, with the seed script's defaults."""
 
     steps: int = 300  # Adam steps; one fresh group per prompt per step (on-policy)
-    G: int = 8  # group size: answers sampled per prompt per step
-    beta: float = BETA  # KL coefficient (0.02: the seed's happy path; TRL defaults to 0.0)
+    G: int | tuple[int, ...] = 8  # group size: answers per prompt per step (a tuple: per run)
+    beta: float | tuple[float, ...] = BETA  # KL coefficient (seed: 0.02; TRL's default: 0.0)
     lr: float = 0.05  # Adam learning rate on the policy logits
     baseline: str = "group"  # "group" (GRPO), "batch" (one mean for all prompts), "none"
     normalise: bool = True  # divide by the group (or batch) std: GRPO's scale invariance
     use_critic: bool = False  # PPO-style: a learned value V(prompt) replaces the baseline
     train_critic: bool = True  # fit the critic to each group's mean reward as we go
     critic_lr: float = 0.05  # Adam learning rate of the critic
-    critic_seed: int = 0  # the critic's initialisation, seeded explicitly
+    critic_seed: int | tuple[int, ...] = 0  # the critic's initialisation, seeded explicitly
     kl_in: str = "loss"  # "loss" (GRPO) or "reward" (RLHF/PPO: r - beta * log(pi/pi_ref))
 
 
@@ -113,6 +113,12 @@ def _per_group_size(fn, x: np.ndarray, G: np.ndarray) -> np.ndarray:
     return out
 
 
+def _one_or_all(values: np.ndarray):
+    """A per-run setting for :class:`TrainConfig`: the value if all runs share it, else a tuple."""
+    items = values.tolist()
+    return items[0] if len(set(items)) == 1 else tuple(items)
+
+
 def _broadcast_runs(**values) -> dict[str, np.ndarray]:
     arrays = {k: np.atleast_1d(np.asarray(v, dtype=object)) for k, v in values.items()}
     for k, a in arrays.items():
@@ -165,7 +171,12 @@ def train_batch(
         raise ValueError(f"rewards {rewards.shape} and ref_logits {ref_logits.shape} must both "
                          "have shape (P, A)")
     P, A = rewards.shape
+    runs = _broadcast_runs(seeds=seeds, G=G, beta=beta, critic_seed=critic_seed)
+    Gs = np.array([check_int(g, "G", 1) for g in runs["G"]], dtype=np.int64)
+    betas = np.array([check_float(b, "beta") for b in runs["beta"]])
+    critic_seeds = np.array([check_int(c, "critic_seed", 0) for c in runs["critic_seed"]])
     config = TrainConfig(
+        G=_one_or_all(Gs), beta=_one_or_all(betas), critic_seed=_one_or_all(critic_seeds),
         steps=check_int(steps, "steps", 0), lr=check_float(lr, "lr", strict=True),
         baseline=check_choice(baseline, "baseline", BASELINES), normalise=bool(normalise),
         use_critic=bool(use_critic), train_critic=bool(train_critic),
@@ -178,9 +189,6 @@ def train_batch(
         emb = check_array(emb, "emb", min_ndim=2)
         if emb.shape != (P, D_EMB):
             raise ValueError(f"emb must have shape (P, D) = {(P, D_EMB)}, got {emb.shape}")
-    runs = _broadcast_runs(seeds=seeds, G=G, beta=beta, critic_seed=critic_seed)
-    Gs = np.array([check_int(g, "G", 1) for g in runs["G"]], dtype=np.int64)
-    betas = np.array([check_float(b, "beta") for b in runs["beta"]])
     rngs = [s if isinstance(s, np.random.Generator)
             else np.random.default_rng(check_int(s, "seeds", 0)) for s in runs["seeds"]]
     for g in rngs:
@@ -194,8 +202,7 @@ def train_batch(
     beta_t = torch.tensor(betas)  # (B,)
     n_terms = torch.tensor((P * Gs).astype(np.float64))  # (B,) samples per run per step
     rows = np.arange(P)[:, None]
-    critic = _BatchedCritic(np.array(runs["critic_seed"], dtype=np.int64), config.critic_lr) \
-        if use_critic else None
+    critic = _BatchedCritic(critic_seeds, config.critic_lr) if use_critic else None
     emb_t = torch.tensor(emb, dtype=torch.float32) if use_critic else None
     reward_curve = np.empty((B, T + 1))
     kl_curve = np.empty((B, T + 1))
