@@ -13,6 +13,7 @@ every `file:` entry), checks that:
 - no JavaScript exception is thrown (apart from a short, commented allowlist of offline noise);
 - no file of the book itself (a request to the local server) is missing;
 - ids are unique on the page;
+- a notebook page has a Binder launch button that opens it in JupyterLab;
 - every kernel-free slider (grpo_core.viz.slider; contract in its module docstring) works: its
   range inputs are moved, one at a time (value set + an `input` event, as a drag does), through
   every value and every combination of values, and after each move every displayed <output> is
@@ -130,6 +131,9 @@ JS_DUPLICATE_IDS = """() => {
   document.querySelectorAll("[id]").forEach((e) => seen.set(e.id, (seen.get(e.id) || 0) + 1));
   return Array.from(seen).filter(([, n]) => n > 1).map(([id, n]) => id + " (x" + n + ")");
 }"""
+
+JS_BINDER_LINKS = """() => Array.from(document.querySelectorAll('a[href^="https://mybinder.org/"]'))
+  .map((a) => a.href)"""
 
 JS_WIDGET_VIEWS = """() => document.querySelectorAll(
   'script[type="application/vnd.jupyter.widget-view+json"]').length"""
@@ -289,7 +293,7 @@ def walk(params: list[str], sizes: dict[str, int], start: dict[str, int]) -> lis
 
 
 def check_page(page, base: str, name: str, errors: list[str], bad_requests: list[str],
-               ) -> PageResult:
+               notebook: bool = False) -> PageResult:
     result = PageResult(name)
     t0 = time.perf_counter()
     errors.clear()
@@ -318,6 +322,12 @@ def check_page(page, base: str, name: str, errors: list[str], bad_requests: list
             check_slider(page, result, info)
         except Exception as exc:  # e.g. the page navigated away: report, go on
             result.fail(f"slider {info['id']}: the check could not run: {exc}")
+    if notebook:  # the launch button opens this chapter's notebook in JupyterLab on Binder
+        links = page.evaluate(JS_BINDER_LINKS)
+        if not any(re.fullmatch(rf"https://mybinder\.org/v2/gh/[^?]+\?urlpath=lab/tree/"
+                                rf"{re.escape(name)}\.ipynb", h) for h in links):
+            result.fail(f"no Binder launch button opening {name}.ipynb in JupyterLab "
+                        f"(Binder links: {links})")
     widgets = page.evaluate(JS_WIDGET_VIEWS)
     if widgets:
         result.fail(f"{widgets} ipywidgets view(s) on the page: without a kernel they move and "
@@ -407,7 +417,8 @@ def run(book: Path, html: Path, shots: Path, update_docs: bool) -> int:
             page.on("pageerror", on_error)
             page.on("response", on_response)
             for name in pages:
-                result = check_page(page, base, name, errors, bad_requests)
+                notebook = (book / f"{name}.ipynb").is_file()
+                result = check_page(page, base, name, errors, bad_requests, notebook)
                 results.append(result)
                 status = "ok  " if not result.failures else "FAIL"
                 extra = f"  + {result.external} external image(s)" if result.external else ""
