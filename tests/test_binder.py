@@ -149,3 +149,16 @@ def test_launch_buttons_open_jupyterlab_on_binder_without_thebe():
     repo = config.get("repository") or {}
     assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", repo.get("url", "")), repo
     assert repo.get("branch"), repo
+
+
+@pytest.mark.parametrize("page", ["README.md", "book/intro.md"])
+def test_binder_badge_opens_chapter_1_of_this_repository(page):
+    """The "Run it live" badge points at the repository and branch of _config.yml."""
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]
+    owner_name = repo["url"].removeprefix("https://github.com/").strip("/")
+    target = "book/01_toy_world.ipynb"
+    badge = (f"[![Binder](https://mybinder.org/badge_logo.svg)](https://mybinder.org/v2/gh/"
+             f"{owner_name}/{repo['branch']}?urlpath=lab/tree/{target})")
+    text = (ROOT / page).read_text(encoding="utf-8")
+    assert badge in text, f"{page}: expected the Binder badge {badge}"
+    assert (ROOT / target).is_file(), f"the badge opens {target}, which does not exist"
