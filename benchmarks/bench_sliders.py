@@ -4,10 +4,11 @@
 
 Each chapter runs in a fresh kernel (nothing is written back) with ``GRPO_SLIDER_LOG`` set, so
 ``grpo_core.viz.slider`` logs, for every slider: the time of each frame's ``draw`` (reading the
-precomputed data and building the matplotlib figure), of rasterising it to PNG, and of a real
-live move — the ipywidgets slider set to every other value, its observer redrawing the image —
-as a reader in Jupyter or Binder drags it. Targets (issue 4): a move costs at most ~50 ms of
-computation and ~250 ms with the redraw. The static page swaps precomputed frames: no compute.
+precomputed data and building the matplotlib figure) and of rasterising it to PNG — paid once,
+when the cell runs — and of a real live move: the ipywidgets slider set to every other value,
+its observer showing that value's frame, as a reader in Jupyter or Binder drags it. Targets
+(issue 4): a move costs at most ~50 ms of computation and ~250 ms with the redraw; a live move
+here is all of that. The static page swaps precomputed frames in the browser: no kernel at all.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def main(argv: list[str]) -> int:
     ok, n_sliders = True, 0
     print(f"{'chapter / slider':44s} {'frames':>6s} {'draw ms':>13s} {'raster ms':>9s} "
           f"{'live move ms':>14s}")
-    print(f"{'':44s} {'':6s} {'median   max':>13s} {'median':>9s} {'median    max':>14s}")
+    print(f"{'':44s} {'':6s} {'median   max':>13s} {'median':>9s} {'median    max':>14s}"
+          "   (draw and raster: once per frame, when the cell runs)")
     for path in paths:
         with tempfile.TemporaryDirectory() as tmp:
             log = Path(tmp) / "sliders.jsonl"
@@ -55,13 +57,14 @@ def main(argv: list[str]) -> int:
             draw = [1e3 * t for t in row["draw_s"]]
             raster = [1e3 * t for t in row["raster_s"]]
             move = [1e3 * t for t in row["move_s"]]
-            good = max(draw) <= COMPUTE_MS and max(move) <= MOVE_MS
+            good = max(move) <= COMPUTE_MS  # a move computes and redraws nothing else
             ok &= good
             print(f"  {row['name']:42s} {row['frames']:6d} {statistics.median(draw):6.1f} "
                   f"{max(draw):6.1f} {statistics.median(raster):9.1f} "
                   f"{statistics.median(move):6.1f} {max(move):7.1f}  {'ok' if good else 'SLOW'}")
-    print(f"{n_sliders} sliders; targets: draw (data + figure) <= {COMPUTE_MS:.0f} ms, "
-          f"live move (draw + redraw) <= {MOVE_MS:.0f} ms: {'MET' if ok else 'MISSED'}")
+    print(f"{n_sliders} sliders; target: a live move (compute + redraw) <= {COMPUTE_MS:.0f} ms "
+          f"(issue: <= 50 ms compute, <= {MOVE_MS:.0f} ms with the redraw): "
+          f"{'MET' if ok else 'MISSED'}")
     return 0 if ok else 1
 
 

@@ -6,8 +6,8 @@ renders one PNG frame per combination of values when the cell runs and returns a
 
 - on the rendered page (and anywhere without a kernel): an HTML ``<input type="range">`` per
   parameter plus a few lines of inline JavaScript that shows the frame of the chosen values;
-- in a live kernel (Jupyter, Binder): ipywidgets sliders over an image that ``draw`` redraws on
-  every move.
+- in a live kernel (Jupyter, Binder): ipywidgets sliders over an image; the kernel drew every
+  frame when the cell ran, so a move swaps images instantly.
 
 Both live in one MIME bundle: front ends with a widget manager pick the live widget, the book
 is configured to pick the HTML. The static HTML contract, which ``tools/browser_check.py``
@@ -62,14 +62,15 @@ class SliderView:
         params: parameter name -> list of values.
         labels: parameter name -> list of display strings.
         frames: frame key (e.g. ``"G=8;beta=0.02"``) -> PNG bytes.
-        timings: seconds per frame for ``draw`` (data + figure) and for rasterising.
+        timings: seconds per frame for ``draw`` (data + figure) and for rasterising it,
+            paid once when the cell runs.
     """
 
     def __init__(self, name: str, params: dict[str, list], labels: dict[str, list[str]],
-                 initial: dict[str, Any], draw: Callable[..., Any], frames: dict[str, bytes],
-                 timings: dict[str, list[float]], alt: str, dpi: int) -> None:
-        self.name, self.params, self.labels, self.dpi = name, params, labels, dpi
-        self.initial, self.draw, self.frames = initial, draw, frames
+                 initial: dict[str, Any], frames: dict[str, bytes],
+                 timings: dict[str, list[float]], alt: str) -> None:
+        self.name, self.params, self.labels = name, params, labels
+        self.initial, self.frames = initial, frames
         self.timings, self.alt = timings, alt
         self._widget = None
 
@@ -107,27 +108,32 @@ class SliderView:
         return "\n".join(parts)
 
     def widget(self):
-        """The live form: ipywidgets sliders over an image that ``draw`` redraws on each move."""
+        """The live form: ipywidgets sliders over an image of the chosen frame.
+
+        The frames were drawn by this kernel when the cell ran (edit the cell and re-run it,
+        and they are drawn again), so a move only swaps the image: no figure is rebuilt and
+        no PNG is rasterised on the hot path, which keeps a drag instant.
+        """
         if self._widget is not None:
             return self._widget
         import ipywidgets as w
-        import matplotlib.pyplot as plt
 
         sliders = {p: w.SelectionSlider(options=list(zip(self.labels[p], values, strict=True)),
                                         value=self.initial[p], description=p,
                                         continuous_update=True)
                    for p, values in self.params.items()}
-        start = self.key({p: self.labels[p][self.params[p].index(self.initial[p])]
-                          for p in self.params})
-        image = w.Image(value=self.frames[start], format="png")  # first view: no recompute
 
-        def redraw(_change=None) -> None:
-            fig = self.draw(**{p: s.value for p, s in sliders.items()})
-            image.value = _png(fig, self.dpi)
-            plt.close(fig)
+        def current_frame() -> bytes:
+            return self.frames[self.key({p: self.labels[p][self.params[p].index(s.value)]
+                                         for p, s in sliders.items()})]
+
+        image = w.Image(value=current_frame(), format="png")
+
+        def show(_change=None) -> None:
+            image.value = current_frame()
 
         for s in sliders.values():
-            s.observe(redraw, names="value")
+            s.observe(show, names="value")
         self._widget = w.VBox([*sliders.values(), image])
         self._widget.sliders = sliders  # exposed for tests and the slider benchmark
         return self._widget
@@ -176,8 +182,8 @@ def slider(name: str, params: Mapping[str, Sequence[Any]], draw: Callable[..., A
     Args:
         name: lowercase id, unique within the chapter (``[a-z0-9-]``).
         params: parameter name -> the values it can take, e.g. ``{"G": [1, 2, 4, 8]}``.
-        draw: ``draw(**values) -> matplotlib.figure.Figure`` built from precomputed data; it
-            should be cheap (well under 250 ms), since the live slider calls it on every move.
+        draw: ``draw(**values) -> matplotlib.figure.Figure`` built from data the cell has
+            already computed; it is called once per combination of values, when the cell runs.
         initial: the starting value of each parameter (default: the first value).
         fmt: optional format string per parameter for its display label, e.g. ``"{:.2f}"``.
         dpi: resolution of the static frames (kept modest: every frame is in the notebook).
@@ -218,7 +224,7 @@ def slider(name: str, params: Mapping[str, Sequence[Any]], draw: Callable[..., A
         timings["draw"].append(t1 - t0)
         timings["raster"].append(time.perf_counter() - t1)
         plt.close(fig)
-    view = SliderView(name, values, labels, start, draw, frames, timings, alt, dpi)
+    view = SliderView(name, values, labels, start, frames, timings, alt)
     _log_timings(view)
     return view
 
@@ -236,7 +242,7 @@ def _log_timings(view: SliderView) -> None:
             if v == s.value:
                 continue
             t0 = time.perf_counter()
-            s.value = v  # the observer redraws synchronously, as a real move does
+            s.value = v  # the observer swaps the frame synchronously, as a real move does
             moves.append(time.perf_counter() - t0)
         s.value = view.initial[p]
     with open(path, "a") as fh:
