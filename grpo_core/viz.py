@@ -205,6 +205,9 @@ def slider(name: str, params: Mapping[str, Sequence[Any]], draw: Callable[..., A
     fmt = dict(fmt or {})
     labels = {p: [_label(x, fmt.get(p)) for x in v] for p, v in values.items()}
     for p, lab in labels.items():
+        if any(";" in x or "=" in x for x in [p, *lab]):
+            raise ValueError(f"parameter {p!r} and its labels {lab} must not contain ';' or '='"
+                             " (they build the frame keys)")
         if len(set(lab)) != len(lab):
             raise ValueError(f"parameter {p!r} has repeated display labels {lab}; pass fmt")
     start = {p: v[0] for p, v in values.items()}

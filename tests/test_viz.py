@@ -79,6 +79,7 @@ def test_output_is_deterministic():
     (dict(params={"G": [1]}), "at least 2"),
     (dict(params={"beta": [0.1, 0.1000001]}), "fmt"),
     (dict(initial={"G": 3}), "initial"),
+    (dict(params={"G": [1, 2]}, fmt={"G": "G={}"}), "must not contain"),
 ])
 def test_bad_slider_definitions_are_refused(kwargs, word):
     args = dict(name="x", params={"G": [1, 2]}, draw=lambda **v: draw(v.get("G", 1), 0.0))
