@@ -38,9 +38,10 @@ class Critic(nn.Module):
     def __init__(self, seed: int = 0) -> None:
         super().__init__()
         seed = check_int(seed, "seed", 0)
-        # skip_init builds the layers without running their default (global-RNG) initialiser
-        first = nn.utils.skip_init(nn.Linear, D_EMB, HIDDEN)
-        last = nn.utils.skip_init(nn.Linear, HIDDEN, 1)
+        # nn.Linear initialises itself from torch's global RNG: let it, inside fork_rng (which
+        # puts the global state back), then overwrite every weight from our own generator
+        with torch.random.fork_rng(devices=[]):
+            first, last = nn.Linear(D_EMB, HIDDEN), nn.Linear(HIDDEN, 1)
         gen = torch.Generator().manual_seed(seed)
         _init_linear(first, gen)
         _init_linear(last, gen)

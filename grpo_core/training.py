@@ -40,13 +40,13 @@ class TrainConfig:
     G: int | tuple[int, ...] = 8  # group size: answers per prompt per step (a tuple: per run)
     beta: float | tuple[float, ...] = BETA  # KL coefficient (seed: 0.02; TRL's default: 0.0)
     lr: float = 0.05  # Adam learning rate on the policy logits
-    baseline: str = "group"  # "group" (GRPO), "batch" (one mean for all prompts), "none"
-    normalise: bool = True  # divide by the group (or batch) std: GRPO's scale invariance
+    baseline: str | tuple[str, ...] = "group"  # "group" (GRPO), "batch" (one mean), "none"
+    normalise: bool | tuple[bool, ...] = True  # divide by the group (or batch) std
     use_critic: bool = False  # PPO-style: a learned value V(prompt) replaces the baseline
     train_critic: bool = True  # fit the critic to each group's mean reward as we go
     critic_lr: float = 0.05  # Adam learning rate of the critic
     critic_seed: int | tuple[int, ...] = 0  # the critic's initialisation, seeded explicitly
-    kl_in: str = "loss"  # "loss" (GRPO) or "reward" (RLHF/PPO: r - beta * log(pi/pi_ref))
+    kl_in: str | tuple[str, ...] = "loss"  # "loss" (GRPO) or "reward" (RLHF/PPO placement)
 
 
 @dataclass(frozen=True)
@@ -104,13 +104,28 @@ class _BatchedCritic:
         return out
 
 
-def _per_group_size(fn, x: np.ndarray, G: np.ndarray) -> np.ndarray:
-    """Apply ``fn`` to the first ``G[b]`` columns of every run; zero in the padding."""
+def _run_groups(G: np.ndarray, *settings: np.ndarray) -> list[tuple[np.ndarray, tuple]]:
+    """Runs that share a group size and settings: ``(mask (B,), (G, *settings))`` pairs."""
+    keys = list(zip(G.tolist(), *(s.tolist() for s in settings), strict=True))
+    return [(np.array([k == key for k in keys]), key) for key in dict.fromkeys(keys)]
+
+
+def _per_run(fn, x: np.ndarray, groups: list[tuple[np.ndarray, tuple]]) -> np.ndarray:
+    """Apply ``fn(x_runs, *settings)`` to the first G columns of each group of runs (one
+    vectorised call per group, see :func:`_run_groups`); 0 in the padding."""
     out = np.zeros_like(x)
-    for g in np.unique(G):
-        sel = G == g
-        out[sel, :, :g] = fn(x[sel, :, :g])
+    for sel, (g, *settings) in groups:
+        out[sel, :, :g] = fn(x[sel, :, :g], *settings)
     return out
+
+
+def _advantages(r: np.ndarray, baseline: str, normalise: bool) -> np.ndarray:
+    """``(n, P, G)`` advantages of runs that share a baseline and normalisation."""
+    if baseline == "group":
+        return group_advantages(r, normalise)
+    if baseline == "batch":
+        return batch_advantages(r, normalise)
+    return r  # no baseline: A = r
 
 
 def _one_or_all(values: np.ndarray):
@@ -144,20 +159,20 @@ def train_batch(
     critic_seed: int | Sequence[int] = 0,
     steps: int = 300,
     lr: float = 0.05,
-    baseline: str = "group",
-    normalise: bool = True,
+    baseline: str | Sequence[str] = "group",
+    normalise: bool | Sequence[bool] = True,
     use_critic: bool = False,
     train_critic: bool = True,
     critic_lr: float = 0.05,
-    kl_in: str = "loss",
+    kl_in: str | Sequence[str] = "loss",
 ) -> TrainResult:
     """Train B independent runs at once; run b equals a lone :func:`train` with its settings.
 
     Args:
         rewards: ``(P, A)`` verifier rewards; ref_logits: ``(P, A)`` the frozen reference.
         emb: ``(P, D)`` prompt embeddings (read only by the critic; may be None without one).
-        seeds: per-run sampling seeds (ints) or generators; G, beta, critic_seed: scalars or
-            per-run sequences, broadcast together to B runs.
+        seeds: per-run sampling seeds (ints) or generators; G, beta, critic_seed, baseline,
+            normalise, kl_in: scalars or per-run sequences, broadcast together to B runs.
         The rest: see :class:`TrainConfig`.
 
     Returns:
@@ -171,19 +186,23 @@ def train_batch(
         raise ValueError(f"rewards {rewards.shape} and ref_logits {ref_logits.shape} must both "
                          "have shape (P, A)")
     P, A = rewards.shape
-    runs = _broadcast_runs(seeds=seeds, G=G, beta=beta, critic_seed=critic_seed)
+    runs = _broadcast_runs(seeds=seeds, G=G, beta=beta, critic_seed=critic_seed,
+                           baseline=baseline, normalise=normalise, kl_in=kl_in)
     Gs = np.array([check_int(g, "G", 1) for g in runs["G"]], dtype=np.int64)
     betas = np.array([check_float(b, "beta") for b in runs["beta"]])
     critic_seeds = np.array([check_int(c, "critic_seed", 0) for c in runs["critic_seed"]])
+    baselines = np.array([check_choice(b, "baseline", BASELINES) for b in runs["baseline"]])
+    normalises = np.array([bool(n) for n in runs["normalise"]])
+    kl_ins = np.array([check_choice(k, "kl_in", KL_PLACEMENTS) for k in runs["kl_in"]])
     config = TrainConfig(
         G=_one_or_all(Gs), beta=_one_or_all(betas), critic_seed=_one_or_all(critic_seeds),
-        steps=check_int(steps, "steps", 0), lr=check_float(lr, "lr", strict=True),
-        baseline=check_choice(baseline, "baseline", BASELINES), normalise=bool(normalise),
-        use_critic=bool(use_critic), train_critic=bool(train_critic),
+        baseline=_one_or_all(baselines), normalise=_one_or_all(normalises),
+        kl_in=_one_or_all(kl_ins), steps=check_int(steps, "steps", 0),
+        lr=check_float(lr, "lr", strict=True), use_critic=bool(use_critic),
+        train_critic=bool(train_critic),
         critic_lr=check_float(critic_lr, "critic_lr", strict=True),
-        kl_in=check_choice(kl_in, "kl_in", KL_PLACEMENTS),
     )
-    if use_critic and kl_in != "loss":
+    if use_critic and (kl_ins != "loss").any():
         raise ValueError('use_critic=True supports only kl_in="loss"')
     if use_critic:
         emb = check_array(emb, "emb", min_ndim=2)
@@ -199,9 +218,14 @@ def train_batch(
     opt = Adam([logits], lr=config.lr)
     ref_lp_t = torch.log_softmax(torch.tensor(ref_logits), dim=-1)  # (P, A)
     ref_lp = log_softmax(ref_logits)
-    beta_t = torch.tensor(betas)  # (B,)
+    # each run's beta goes either into its loss or into its rewards; the other gets 0, which
+    # leaves that run's numbers bit-identical (x - 0 * pen == x, g + 0 * dkl == g)
+    beta_loss = torch.tensor(np.where(kl_ins == "loss", betas, 0.0))  # (B,)
+    beta_reward = np.where(kl_ins == "reward", betas, 0.0)[:, None, None]  # (B, 1, 1)
     n_terms = torch.tensor((P * Gs).astype(np.float64))  # (B,) samples per run per step
     rows = np.arange(P)[:, None]
+    by_size = _run_groups(Gs)  # runs grouped once: the groups do not change during training
+    by_settings = _run_groups(Gs, baselines, normalises)
     critic = _BatchedCritic(critic_seeds, config.critic_lr) if use_critic else None
     emb_t = torch.tensor(emb, dtype=torch.float32) if use_critic else None
     reward_curve = np.empty((B, T + 1))
@@ -221,9 +245,9 @@ def train_batch(
                 u[b, :, :, : Gs[b]] = rng.random((u.shape[1], P, Gs[b]))
         samples = sample_from_uniforms(probs, u[:, t % CHUNK])  # (B, P, G_max)
         r = rewards[rows, samples]  # (B, P, G_max) rewards of the sampled answers
-        if config.kl_in == "reward":  # RLHF/PPO placement: penalise before the baseline
+        if beta_reward.any():  # RLHF/PPO placement: penalise before the baseline
             pen = np.take_along_axis(lp_np - ref_lp, samples, axis=-1)
-            r = r - betas[:, None, None] * pen
+            r = r - beta_reward * pen
 
         if critic is not None:
             v = critic(emb_t)  # (B, P)
@@ -231,28 +255,23 @@ def train_batch(
             adv_t = torch.tensor(r, dtype=torch.float32) - v.detach()[..., None]
             adv_t = adv_t * torch.from_numpy(np.arange(G_max) < Gs[:, None, None])
             if config.train_critic:  # regress V(prompt) on the group's mean reward
-                target = _per_group_size(lambda x: x.mean(axis=-1, keepdims=True), r, Gs)
+                target = _per_run(lambda x: x.mean(axis=-1, keepdims=True), r, by_size)
                 target = target[..., 0]  # (B, P) each group's mean reward
                 loss_v = ((v - torch.tensor(target, dtype=torch.float32)) ** 2).mean(-1).sum()
                 critic.opt.zero_grad()
                 loss_v.backward()
                 critic.opt.step()
         else:
-            if config.baseline == "group":
-                adv = _per_group_size(lambda x: group_advantages(x, config.normalise), r, Gs)
-            elif config.baseline == "batch":
-                adv = _per_group_size(lambda x: batch_advantages(x, config.normalise), r, Gs)
-            else:
-                adv = _per_group_size(lambda x: x, r, Gs)  # no baseline: A = r
+            adv = _per_run(_advantages, r, by_settings)
             adv_t = torch.tensor(adv, dtype=torch.float32)  # float32, as in the seed script
 
         lp = torch.log_softmax(logits, dim=-1)  # (B, P, A)
         chosen = lp.gather(-1, torch.from_numpy(samples))  # (B, P, G_max) log pi(a_i)
         pg = -(adv_t * chosen).sum(dim=(-2, -1)) / n_terms  # (B,); padding has adv = 0
         loss = pg
-        if config.kl_in == "loss":
+        if beta_loss.any():
             kl = (lp.exp() * (lp - ref_lp_t)).sum(-1).mean(-1)  # (B,) exact KL(pi || pi_ref)
-            loss = pg + beta_t * kl
+            loss = pg + beta_loss * kl
         opt.zero_grad()
         loss.sum().backward()  # runs are independent: each gets its own gradient
         opt.step()

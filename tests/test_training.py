@@ -36,6 +36,17 @@ def test_batched_equals_alone_for_every_option(options):
         np.testing.assert_array_equal(batch.logits[b], alone.logits[0])
 
 
+def test_one_batch_can_mix_baselines_normalisation_and_kl_placement():
+    opts = dict(baseline=["group", "batch", "none", "group"], normalise=[True, False, True, False],
+                kl_in=["reward", "loss", "loss", "reward"])
+    batch = gc.train_batch(*ARGS, [1, 2, 3, 4], G=[2, 8, 8, 4], beta=0.3, steps=40, **opts)
+    for b in range(4):
+        alone = gc.train_batch(*ARGS, b + 1, G=[2, 8, 8, 4][b], beta=0.3, steps=40,
+                               **{k: v[b] for k, v in opts.items()})
+        np.testing.assert_array_equal(batch.logits[b], alone.logits[0])
+    assert batch.config.kl_in == ("reward", "loss", "loss", "reward")
+
+
 def test_kl_in_reward_is_the_seed_placement():
     a = gc.train_kl_in_reward(W.rewards, W.ref_logits, np.random.default_rng(2), steps=30)
     b = gc.train_batch(*ARGS, 2, beta=0.1, steps=30, kl_in="reward").logits[0]
