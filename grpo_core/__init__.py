@@ -34,6 +34,7 @@ from .exact import (
     expected_reward,
     expected_scale,
     k3_kl,
+    kl_optimal_logits,
     multisets,
     true_gradient,
 )
@@ -45,10 +46,9 @@ from .world import BETA, D_EMB, N_ANSWERS, N_PROMPTS, World, make_world, referen
 __all__ = [
     "BETA", "D_EMB", "KINDS", "N_ANSWERS", "N_PROMPTS", "Critic", "Moments", "TrainConfig",
     "TrainResult", "World", "advantages", "batch_advantages", "best_reward", "cos_mean_grad",
-    "evaluate", "exact_kl", "exact_moments", "expected_reward", "expected_scale",
-    "grad_variance", "gradient_estimates", "group_advantages", "k3_kl", "log_softmax",
-    "loo_advantages",
-    "make_world", "multisets", "n_params", "policy_gradient", "reference_logits",
+    "evaluate", "exact_kl", "exact_moments", "expected_reward", "expected_scale", "grad_variance",
+    "gradient_estimates", "group_advantages", "k3_kl", "kl_optimal_logits", "log_softmax",
+    "loo_advantages", "make_world", "multisets", "n_params", "policy_gradient", "reference_logits",
     "sample_from_uniforms", "sample_group", "softmax", "toy_world", "train", "train_batch",
     "train_kl_in_reward", "true_gradient",
 ]
