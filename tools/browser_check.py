@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from check_build import toc_files  # the pages the build must have are the pages checked
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -63,23 +64,6 @@ ALLOWED_PAGE_ERRORS: list[tuple[str, str]] = [
     # twice into every page, even with Thebe off; the second `const` throws. Not the book's code.
     (r"^Identifier 'THEBE_JS_URL' has already been declared$", "sphinx-thebe duplicate const"),
 ]
-
-
-def toc_files(toc: dict) -> list[str]:
-    """The root and every `file:` of a jb-book _toc.yml (parts, chapters, sections), in order."""
-    files = [toc["root"]]
-
-    def walk(entries) -> None:
-        for entry in entries or []:
-            if "file" in entry:
-                files.append(entry["file"])
-            walk(entry.get("sections"))
-
-    walk(toc.get("chapters"))
-    for part in toc.get("parts") or []:
-        walk(part.get("chapters"))
-    # "book/01_x.ipynb" and "book/01_x" are the same page
-    return [re.sub(r"\.(ipynb|md)$", "", f) for f in files]
 
 
 @dataclass

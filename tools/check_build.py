@@ -5,6 +5,7 @@
 Exit status 1, with the missing pages listed, if any page is missing.
 """
 
+import re
 import sys
 from pathlib import Path
 
@@ -14,10 +15,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def toc_files(toc: dict) -> list[str]:
-    """Every `file:` in a jb-book toc, root first, in reading order."""
+    """The root and every `file:` of a jb-book _toc.yml (parts, chapters, sections), in reading
+    order, without extension ("book/01_x.ipynb" and "book/01_x" are the same page)."""
     files = [toc["root"]]
 
-    def walk(entries):
+    def walk(entries) -> None:
         for entry in entries or []:
             if "file" in entry:
                 files.append(entry["file"])
@@ -26,7 +28,7 @@ def toc_files(toc: dict) -> list[str]:
     walk(toc.get("chapters"))
     for part in toc.get("parts") or []:
         walk(part.get("chapters"))
-    return files
+    return [re.sub(r"\.(ipynb|md)$", "", f) for f in files]
 
 
 def main(argv: list[str]) -> int:
