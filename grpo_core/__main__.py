@@ -279,7 +279,11 @@ SUMMARY = """
 
 
 def main() -> None:
-    np.set_printoptions(precision=3, suppress=True)
+    with np.printoptions(precision=3, suppress=True):  # arrays print as in the seed script
+        _print_all()
+
+
+def _print_all() -> None:
     world = toy_world(0)
     runs = run_all(world)
     demo_1(world)

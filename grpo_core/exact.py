@@ -163,7 +163,7 @@ def _multiset_table(n_answers: int, G: int) -> tuple[np.ndarray, np.ndarray]:
 @dataclass(frozen=True)
 class Moments:
     """Exact moments of a gradient estimator: ``mean (P, A)``, total ``variance`` E||g - Eg||^2,
-    and ``per_prompt_variance (P,)``."""
+    and ``per_prompt_variance (P,)``. Taught in chapter 2."""
 
     mean: np.ndarray
     variance: float

@@ -270,7 +270,8 @@ def band(ax, x: np.ndarray, runs: np.ndarray, *, label: str, color: str | None =
 
 
 def book_style() -> None:
-    """The book's matplotlib defaults: compact figures, readable fonts, light grid."""
+    """The book's matplotlib defaults: compact figures, readable fonts, light grid. Used by every
+    chapter's setup cell."""
     import matplotlib as mpl
 
     mpl.rcParams.update({

@@ -49,7 +49,9 @@ def reference_logits(rng: np.random.Generator) -> np.ndarray:
 
 @dataclass(frozen=True)
 class World:
-    """Everything a demo needs: ``rewards (P, A)``, ``emb (P, D)``, ``ref_logits (P, A)``."""
+    """Everything a demo needs: ``rewards (P, A)``, ``emb (P, D)``, ``ref_logits (P, A)``.
+
+    Taught in chapter 1."""
 
     rewards: np.ndarray
     emb: np.ndarray
