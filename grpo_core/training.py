@@ -212,8 +212,6 @@ def train_batch(
             raise ValueError(f"emb must have shape (P, D) = {(P, D_EMB)}, got {emb.shape}")
     rngs = [s if isinstance(s, np.random.Generator)
             else np.random.default_rng(check_int(s, "seeds", 0)) for s in runs["seeds"]]
-    for g in rngs:
-        check_rng(g, "seeds")
     B, G_max, T = len(Gs), int(Gs.max()), config.steps
 
     logits = torch.tensor(np.broadcast_to(ref_logits, (B, P, A)).copy(), requires_grad=True)

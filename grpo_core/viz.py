@@ -79,6 +79,10 @@ class SliderView:
         """The frame key of a combination of display labels: ``"G=8;beta=0.02"``."""
         return ";".join(f"{k}={v}" for k, v in values.items())
 
+    def frame_key(self, values: Mapping[str, Any]) -> str:
+        """The frame key of a combination of parameter values (not labels)."""
+        return self.key({p: self.labels[p][self.params[p].index(values[p])] for p in self.params})
+
     def html(self) -> str:
         """The kernel-free slider: range inputs, value read-outs, frames, inline JavaScript."""
         dom_id = f"grpo-slider-{self.name}"
@@ -94,8 +98,7 @@ class SliderView:
                 f'data-labels="{labels}" style="width:16em;vertical-align:middle"> '
                 f'<output class="grpo-slider-value" data-param="{html.escape(p)}">'
                 f'{html.escape(self.labels[p][i0])}</output></label>')
-        start = self.key({p: self.labels[p][self.params[p].index(self.initial[p])]
-                          for p in self.params})
+        start = self.frame_key(self.initial)
         for key, png in self.frames.items():
             shown = "" if key == start else " hidden"
             desc = html.escape(f"{self.alt} ({key.replace(';', ', ')})", quote=True)
@@ -124,8 +127,7 @@ class SliderView:
                    for p, values in self.params.items()}
 
         def current_frame() -> bytes:
-            return self.frames[self.key({p: self.labels[p][self.params[p].index(s.value)]
-                                         for p, s in sliders.items()})]
+            return self.frames[self.frame_key({p: s.value for p, s in sliders.items()})]
 
         image = w.Image(value=current_frame(), format="png")
 
