@@ -9,6 +9,7 @@ Modules, one concept each:
     policy      softmax, the group sampler, the policy gradient       (chapter 1)
     advantages  group / leave-one-out / batch / critic baselines      (chapters 2, 3, 7)
     critic      the value network GRPO deletes                        (chapter 4)
+    loss        the GRPO loss as practised (TRL 1.16), TRL's advantages (chapters 10-13)
     training    batched GRPO training, KL in the loss or the reward   (chapters 4-9)
     variance    Monte-Carlo gradient variance and direction           (chapters 2, 5)
     exact       true gradient, expected reward, exact KL, exact moments (chapters 1, 2, 6)
@@ -38,12 +39,28 @@ from .exact import (
     multisets,
     true_gradient,
 )
+from .loss import (
+    IMPORTANCE_SAMPLING_LEVELS,
+    KL_ESTIMATORS,
+    LOSS_TYPES,
+    SCALE_REWARDS,
+    aggregate,
+    clip_metrics,
+    grpo_loss,
+    importance_ratio,
+    kl_estimate,
+    reward_metrics,
+    trl_advantages,
+)
 from .policy import log_softmax, policy_gradient, sample_from_uniforms, sample_group, softmax
 from .training import TrainConfig, TrainResult, train, train_batch, train_kl_in_reward
 from .variance import cos_mean_grad, grad_variance, gradient_estimates
 from .world import BETA, D_EMB, N_ANSWERS, N_PROMPTS, World, make_world, reference_logits, toy_world
 
 __all__ = [
+    "IMPORTANCE_SAMPLING_LEVELS", "KL_ESTIMATORS", "LOSS_TYPES", "SCALE_REWARDS", "aggregate",
+    "clip_metrics", "grpo_loss", "importance_ratio", "kl_estimate", "reward_metrics",
+    "trl_advantages",
     "BETA", "D_EMB", "KINDS", "N_ANSWERS", "N_PROMPTS", "Critic", "Moments", "TrainConfig",
     "TrainResult", "World", "advantages", "batch_advantages", "best_reward", "cos_mean_grad",
     "evaluate", "exact_kl", "exact_moments", "expected_reward", "expected_scale", "grad_variance",
