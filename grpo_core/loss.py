@@ -55,7 +55,8 @@ def importance_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Ten
     ``level="sequence"`` (GSPO: the exp of the masked mean per-token log-ratio). Chapter 10."""
     log_ratio = logp - old_logp
     if level == "sequence":
-        log_ratio = (log_ratio * mask).sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1)
+        n_tokens = mask.sum(-1, keepdim=True).clamp(min=1)
+        log_ratio = (log_ratio * mask).sum(-1, keepdim=True) / n_tokens
     return torch.exp(log_ratio)
 
 
