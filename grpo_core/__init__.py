@@ -13,11 +13,13 @@ Modules, one concept each:
     training    batched GRPO training, KL in the loss or the reward   (chapters 4-9)
     variance    Monte-Carlo gradient variance and direction           (chapters 2, 5)
     exact       true gradient, expected reward, exact KL, exact moments (chapters 1, 2, 6)
+    exercises   checkers for the readers' "implement it" exercises  (every chapter)
     viz         the book's two-form sliders and plotting helpers      (every chapter)
 
 ``python -m grpo_core`` prints the seven demos and the summary.
 """
 
+from . import exercises  # noqa: F401  (gc.exercises.check_...)
 from .advantages import (
     KINDS,
     advantages,
