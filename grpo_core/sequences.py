@@ -252,7 +252,7 @@ def sample_batch(world: SequenceWorld, logits: torch.Tensor, B: int, generators,
     enumeration, the same as sampling token by token. ``logp`` keeps logits' gradient. TRL's
     ``mask_truncated_completions`` zeroes a truncated row's mask. Chapter 13."""
     B = check_int(B, "B", 1)
-    gens = [generators] if isinstance(generators, torch.Generator) else list(generators)
+    gens = list(generators) if isinstance(generators, list | tuple) else [generators]
     if not all(isinstance(g, torch.Generator) for g in gens) or len(gens) != max(
             1, logits.shape[0] if logits.ndim == 3 else 1) or logits.ndim not in (2, 3):
         raise ValueError("generators must be one torch.Generator for logits (P, V+1), or a "

@@ -1,0 +1,228 @@
+"""The token-sequence world (grpo_core.sequences): enumeration, exact values vs Monte Carlo,
+exact expected updates vs autograd through grpo_loss on every group, masks, errors."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+import grpo_core as gc
+from grpo_core import sequences as sq
+
+
+def random_logits(world, seed, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    return world.ref_logits + scale * torch.randn(world.ref_logits.shape, generator=g,
+                                                  dtype=torch.float64)
+
+
+@pytest.fixture(scope="module")
+def world():
+    return sq.make_sequence_world()
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return sq.make_sequence_world(2, 3, seed=1, noise=1.0)  # 15 completions
+
+
+@pytest.mark.parametrize("V,L", [(1, 1), (2, 3), (3, 6), (4, 4)])
+def test_enumeration_and_probabilities_sum_to_one(V, L):
+    w = sq.make_sequence_world(V, L, seed=2)
+    assert len(w.length) == sum(V**k for k in range(L + 1))
+    assert w.ref_logits.shape == (sum(V**k for k in range(L)), V + 1)
+    p = sq.sequence_probs(w, random_logits(w, 3, 2.0))
+    assert abs(float(p.sum()) - 1) < 1e-12 and bool((p > 0).all())
+    eos = (w.tokens == V) & (w.mask == 1)
+    assert np.array_equal(w.truncated, ~eos.any(1).numpy())  # truncated: no EOS
+    assert np.array_equal(w.length, w.mask.sum(1).numpy().astype(int))
+    assert np.all(w.length[w.truncated] == L) and np.all(w.length <= L)
+    last = w.tokens[torch.arange(len(w.length)), torch.from_numpy(w.length - 2).clamp(min=0)]
+    expected = ~w.truncated & (w.length >= 2) & (last.numpy() == 0)
+    assert np.array_equal(w.correct, expected)
+    # contexts: each prefix is the context of exactly its own V + 1 next tokens
+    pairs = {(int(h), int(t)) for h, t, m in zip(w.prefix.flatten(), w.tokens.flatten(),
+                                                 w.mask.flatten(), strict=True) if m}
+    assert len(pairs) == w.ref_logits.numel()
+
+
+def test_world_has_correct_and_wrong_answers_at_many_lengths(world):
+    assert len(world.length) == 1093 and world.text(1) == "a<eos>"
+    assert set(world.length[world.correct]) == {2, 3, 4, 5, 6}
+    assert set(world.length[~world.correct]) == {1, 2, 3, 4, 5, 6}
+    assert world.text(1092) == "cccccc…" and world.truncated[1092] and not world.correct[1092]
+
+
+def test_exact_stats_against_monte_carlo(world):
+    logits = random_logits(world, 0, 0.5)
+    ex = sq.exact_stats(world, logits, soft_punish_cache=2)
+    b = sq.sample_batch(world, logits, 20_000, torch.Generator().manual_seed(5),
+                        soft_punish_cache=2)
+    for name, x in (("reward", b.rewards), ("length", b.lengths), ("truncated", b.truncated)):
+        x = x.astype(float)
+        assert abs(x.mean() - ex[name]) < 4 * x.std() / np.sqrt(len(x)), name
+    # the sequence KL from sampled log-ratios, and the summed per-token k3 (the same value)
+    lr = sq.token_logps(world, world.ref_logits, b.idx)
+    for est in ("k1", "k3"):
+        x = (gc.kl_estimate(b.logp, lr, est) * b.mask).sum(-1).numpy()
+        assert abs(x.mean() - ex["kl"]) < 4 * x.std() / np.sqrt(len(x)), est
+    assert abs(ex["k3_sum"] - ex["kl"]) < 1e-12 and ex["kl"] > 0.01
+    # per-token entropy: the token mean of each visited context's entropy
+    logpi = torch.log_softmax(logits, -1)
+    H = -(logpi.exp() * logpi).sum(-1)[world.prefix[b.idx]] * b.mask
+    h = H.sum(-1).numpy()
+    ratio = h.mean() / b.lengths.mean()
+    assert abs(ratio - ex["entropy"]) < 0.01
+
+
+def test_sampled_logp_matches_the_enumeration(world):
+    logits = random_logits(world, 1).requires_grad_(True)
+    b = sq.sample_batch(world, logits, 64, torch.Generator().manual_seed(0))
+    assert b.logp.shape == b.mask.shape == (64, 6) and b.logp.requires_grad
+    full = sq.token_logps(world, logits).sum(-1)
+    assert torch.allclose(b.logp.sum(-1), full[b.idx])
+    assert np.array_equal(b.mask.sum(-1).numpy(), b.lengths)
+    again = sq.sample_batch(world, logits, 64, torch.Generator().manual_seed(0))
+    assert torch.equal(again.idx, b.idx)  # seeded: the same draw
+
+
+def test_mask_truncated_completions_zeroes_truncated_rows(world):
+    logits = world.ref_logits.clone()
+    logits[:, world.n_tokens] -= 2.0  # rarely EOS: many truncated
+    b = sq.sample_batch(world, logits, 200, torch.Generator().manual_seed(1),
+                        mask_truncated_completions=True)
+    assert b.truncated.any() and (~b.truncated).any()
+    assert torch.all(b.mask[torch.from_numpy(b.truncated)] == 0)
+    keep = torch.from_numpy(~b.truncated)
+    assert np.array_equal(b.mask[keep].sum(-1).numpy(), b.lengths[~b.truncated])
+
+
+def test_soft_overlong_punishment_as_trl(world):
+    r = sq.rewards(world, soft_punish_cache=2)  # L_max 6, L_cache 2: lengths 5, 6 punished
+    trl = np.array([0.0 if n <= 4 else (4 - n) / 2 for n in world.length])  # other_rewards.py
+    assert np.allclose(r - world.correct, trl)
+    assert np.array_equal(sq.rewards(world), world.correct.astype(float))
+
+
+def all_groups(world, G):
+    """Every ordered group of G completions: idx (N^G, G)."""
+    return torch.tensor(list(itertools.product(range(len(world.length)), repeat=G)))
+
+
+CASES = [(lt, G, kw) for lt in gc.LOSS_TYPES for G in (2, 3) for kw in
+         ({}, {"mask_truncated_completions": True}, {"soft_punish_cache": 1},
+          {"scale_rewards": "none"})]
+
+
+@pytest.mark.parametrize("loss_type,G,kw", CASES)
+def test_exact_update_equals_autograd_over_every_group(tiny, loss_type, G, kw):
+    """The oracle: E[-grad grpo_loss] summed over all N^G groups with their probabilities."""
+    logits = random_logits(tiny, 7)
+    idx = all_groups(tiny, G)  # (M, G)
+    theta = logits.expand(len(idx), -1, -1).clone().requires_grad_(True)  # one copy per group
+    r = sq.rewards(tiny, kw.get("soft_punish_cache", 0))[idx.numpy()]
+    adv = torch.from_numpy(gc.trl_advantages(r, G, kw.get("scale_rewards", "group")))
+    mask = tiny.mask[idx]
+    if kw.get("mask_truncated_completions"):
+        mask = mask * torch.from_numpy(~tiny.truncated[idx.numpy()]).unsqueeze(-1)
+    logp = sq.token_logps(tiny, theta, idx)
+    loss = gc.grpo_loss(logp, None, None, adv, mask, loss_type=loss_type,
+                        max_completion_length=tiny.max_len)  # (M,)
+    p = sq.sequence_probs(tiny, logits).detach()[idx].prod(-1)  # (M,) P(group)
+    (p * loss).sum().backward()
+    oracle = -theta.grad.sum(0)
+    exact = sq.exact_update(tiny, logits, G, loss_type, **kw)
+    assert torch.allclose(exact, oracle, atol=1e-12), (exact - oracle).abs().max()
+    assert oracle.abs().max() > 1e-3
+
+
+def test_exact_update_against_monte_carlo(world):
+    """G = 8 in the 1,093-completion world: 4,000 sampled groups, 4 standard errors."""
+    logits = random_logits(world, 2, 0.5)
+    M, G = 4000, 8
+    theta = logits.expand(M, -1, -1).clone().requires_grad_(True)
+    b = sq.sample_batch(world, theta, G, [torch.Generator().manual_seed(100 + i) for i in range(M)])
+    adv = torch.from_numpy(gc.trl_advantages(b.rewards, G))
+    gc.grpo_loss(b.logp, None, None, adv, b.mask, loss_type="grpo").sum().backward()
+    g = -theta.grad.flatten(1).numpy()  # (M, P * (V+1)) one update per group
+    exact = sq.exact_update(world, logits, G, "grpo").flatten().numpy()
+    for d in (exact / np.linalg.norm(exact), np.random.default_rng(0).normal(size=exact.size)):
+        x = g @ d
+        assert abs(x.mean() - exact @ d) < 4 * x.std() / np.sqrt(M)
+
+
+def test_per_sequence_weights_grpo_and_dr_grpo(world):
+    """grpo: W(o) = E[A | r(o)] / |o| (a long wrong answer is pushed down less); dr_grpo:
+    W depends on the reward only. dapo sits between."""
+    w = {lt: sq.sequence_weights(world, world.ref_logits, 8, lt) for lt in gc.LOSS_TYPES}
+    for correct in (True, False):
+        sel = world.correct == correct
+        assert np.ptp(w["grpo"][sel] * world.length[sel]) < 1e-12
+        assert np.ptp(w["dr_grpo"][sel]) < 1e-12
+    wrong = ~world.correct
+    short, long_ = wrong & (world.length == 1), wrong & (world.length == 6)
+    assert np.all(w["grpo"][wrong] < 0)
+    assert abs(w["grpo"][long_][0]) == pytest.approx(abs(w["grpo"][short][0]) / 6)
+    assert np.allclose(w["bnpo"], w["dapo"])
+    assert abs(w["dapo"][long_][0]) < abs(w["dapo"][short][0])  # the shared normaliser
+    masked = sq.sequence_weights(world, world.ref_logits, 8, "dapo",
+                                 mask_truncated_completions=True)
+    assert np.all(masked[world.truncated] == 0) and np.all(masked[~world.truncated] != 0)
+
+
+def test_kl_gradients(world):
+    logits = random_logits(world, 4, 0.3)
+    grads = sq.kl_gradients(world, logits)
+    pi, ref = torch.softmax(logits, -1), torch.softmax(world.ref_logits, -1)
+    n_h, t_h = sq._prefix_sites(world)
+    lp = sq.token_logps(world, logits)
+    lr = sq.token_logps(world, world.ref_logits)
+    reach = (lp.cumsum(-1) - lp)[n_h, t_h].exp()[:, None]
+    reach_ref = (lr.cumsum(-1) - lr)[n_h, t_h].exp()[:, None]
+    assert torch.allclose(grads["k3_tokens"], reach * (pi - ref), atol=1e-12)
+    assert torch.allclose(grads["reverse"], reach_ref * (pi - ref), atol=1e-12)
+    for a, b in (("k3_tokens", "forward"), ("k3_tokens", "reverse")):
+        assert (grads[a] - grads[b]).norm() > 0.05 * grads[b].norm(), (a, b)
+    # the forward gradient against a finite difference of the exact sequence KL
+    d = torch.randn(logits.shape, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    h = 1e-6
+    kl = [float(sq.exact_stats(world, logits + s * h * d)["kl"]) for s in (1, -1)]
+    assert abs((kl[0] - kl[1]) / (2 * h) - float((grads["forward"] * d).sum())) < 1e-6
+
+
+def test_training_raises_reward_and_runs_are_independent(world):
+    out = sq.train_sequences(world, [0, 1, 2, 3], steps=40, G=8, loss_type="dapo")
+    assert out["reward"].shape == (4, 41) and out["clip_ratio"].shape == (4, 40)
+    assert np.all(out["reward"][:, -1] > out["reward"][:, 0] + 0.2)
+    assert np.all(out["clip_ratio"] == 0)  # mu = 1: the ratio is exactly 1
+    one = sq.train_sequences(world, [2], steps=40, G=8, loss_type="dapo")
+    assert np.allclose(one["reward"][0], out["reward"][2], atol=1e-12)
+
+
+def test_training_mu_and_gspo(world):
+    for level in ("token", "sequence"):
+        out = sq.train_sequences(world, [0, 1], steps=10, num_iterations=4, lr=0.1,
+                                 importance_sampling_level=level, beta=0.04)
+        assert np.all(out["clip_ratio"][:, 1:].mean(1) > 0)
+        assert np.all(out["kl"][:, -1] > 0)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: sq.make_sequence_world(0, 6), "n_tokens"),
+    (lambda: sq.make_sequence_world(3, 0), "max_len"),
+    (lambda: sq.make_sequence_world(5, 9), "too many"),
+    (lambda: sq.rewards(sq.make_sequence_world(2, 3), 3), "soft_punish_cache"),
+    (lambda: sq.sequence_probs(sq.make_sequence_world(2, 3), torch.zeros(7, 2)), "logits"),
+    (lambda: sq.sequence_weights(sq.make_sequence_world(2, 3), torch.zeros(7, 3), 1), "G"),
+    (lambda: sq.sequence_weights(sq.make_sequence_world(2, 3), torch.zeros(7, 3), 2, "ppo"),
+     "loss_type"),
+    (lambda: sq.sample_batch(sq.make_sequence_world(2, 3), torch.zeros(2, 7, 3), 4,
+                             torch.Generator()), "generators"),
+    (lambda: sq.sample_batch(sq.make_sequence_world(2, 3), torch.zeros(7, 3), 4,
+                             np.random.default_rng(0)), "generators"),
+    (lambda: sq.train_sequences(sq.make_sequence_world(2, 3), [0], steps=0), "steps"),
+])
+def test_bad_arguments_raise_value_error(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
