@@ -1,0 +1,48 @@
+"""Speed of the exact worlds of chapters 11-14: one 300-step, 32-seed training run in each.
+
+    python benchmarks/bench_worlds.py
+
+Target (issue 10): <= 5 s per world on the 2-core machine, one thread. Each world adds one
+entry to ``WORLDS`` below (a name and a function that runs its 300-step, 32-seed training).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+
+def best_of(fn, n: int) -> float:
+    """Minimum wall time of ``n`` calls (the least disturbed by other processes)."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def sequences_run() -> None:
+    """Chapter 13: the token-sequence world (1,093 completions), G = 8, loss_type "dapo"."""
+    from grpo_core import sequences as sq
+
+    world = sq.make_sequence_world()
+    sq.train_sequences(world, range(32), steps=300, G=8, loss_type="dapo")
+
+
+WORLDS = {"sequences (ch 13)": sequences_run}
+TARGET_S = 5.0
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    for name, fn in WORLDS.items():
+        seconds = best_of(fn, 3)
+        verdict = "ok" if seconds <= TARGET_S else "SLOW"
+        print(f"{name:24s} 300 steps x 32 seeds: {seconds:5.2f} s (target <= {TARGET_S:.0f} s) "
+              f"{verdict}")
+
+
+if __name__ == "__main__":
+    main()
