@@ -1,0 +1,93 @@
+"""Reading statistics per chapter: prose words, visible code lines, figures, exercises, time.
+
+    python tools/reading_stats.py                     # every book/*.ipynb
+    python tools/reading_stats.py book/03_*.ipynb     # some of them
+
+What a reader of the rendered page meets:
+- prose words: words in markdown cells (math and code spans count as words, roughly);
+- visible code lines: non-blank source lines of code cells not tagged ``remove-cell``,
+  ``remove-input``, ``hide-input`` or ``hide-cell`` (collapsed code is counted apart, as "hidden");
+- shown source: non-blank lines of package source a visible ``viz.show_source`` output prints
+  (outputs of cells tagged ``remove-output`` or ``hide-output`` or ``hide-cell`` excluded);
+- figures: stored PNG outputs of cells whose output is shown, plus one per kernel-free slider;
+- exercises: bold "**Exercise N.**" openings in markdown.
+
+The careful reading time uses the learner review's rates: prose at 150 words/min (the prose is
+maths-dense), visible code and shown source at 20 lines/min, 1.5 min per figure or slider,
+4 min per exercise. It is an estimate for comparing versions of the book, not a promise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORDS_PER_MIN, LINES_PER_MIN, MIN_PER_FIGURE, MIN_PER_EXERCISE = 150, 20, 1.5, 4
+HIDDEN_CODE = {"remove-cell", "remove-input", "hide-input", "hide-cell"}
+HIDDEN_OUTPUT = {"remove-cell", "remove-output", "hide-output", "hide-cell"}
+
+
+def _text(x: str | list[str]) -> str:
+    return "".join(x) if isinstance(x, list) else x
+
+
+def chapter_stats(path: Path) -> dict[str, float]:
+    """Counts for one notebook (see the module docstring for what each one means)."""
+    nb = json.loads(path.read_text())
+    s = dict(words=0, code=0, hidden=0, source=0, figures=0, exercises=0)
+    for cell in nb["cells"]:
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        src = _text(cell["source"])
+        if cell["cell_type"] == "markdown":
+            if "remove-cell" not in tags:
+                s["words"] += len(re.findall(r"\S+", src))
+                s["exercises"] += len(re.findall(r"\*\*Exercise \d+", src))
+            continue
+        if cell["cell_type"] != "code":
+            continue
+        lines = sum(1 for line in src.splitlines() if line.strip())
+        s["hidden" if tags & HIDDEN_CODE else "code"] += lines
+        if tags & HIDDEN_OUTPUT:
+            continue
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            html = _text(data.get("text/html", ""))
+            if "image/png" in data:
+                s["figures"] += 1
+            elif 'type="range"' in html:
+                s["figures"] += 1  # a kernel-free slider: one figure to study
+            elif "show_source" in src and "text/markdown" in data:
+                shown = _text(data["text/markdown"]).splitlines()
+                s["source"] += sum(1 for line in shown if line.strip() and not
+                                   line.startswith("```"))
+    s["minutes"] = (s["words"] / WORDS_PER_MIN + (s["code"] + s["source"]) / LINES_PER_MIN
+                    + s["figures"] * MIN_PER_FIGURE + s["exercises"] * MIN_PER_EXERCISE)
+    return s
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", type=Path)
+    args = parser.parse_args(argv)
+    paths = args.notebooks or sorted((ROOT / "book").glob("*.ipynb"))
+    cols = ["words", "code", "source", "hidden", "figures", "exercises", "minutes"]
+    print(f"{'chapter':32s}" + "".join(f"{c:>10s}" for c in cols))
+    total = dict.fromkeys(cols, 0.0)
+    for path in paths:
+        s = chapter_stats(path)
+        for c in cols:
+            total[c] += s[c]
+        print(f"{path.stem:32s}" + "".join(f"{s[c]:>10.0f}" for c in cols))
+    print(f"{'total':32s}" + "".join(f"{total[c]:>10.0f}" for c in cols))
+    print(f"careful reading time: {total['minutes'] / 60:.1f} h "
+          f"({WORDS_PER_MIN} words/min, {LINES_PER_MIN} code lines/min, "
+          f"{MIN_PER_FIGURE} min per figure, {MIN_PER_EXERCISE} min per exercise)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
