@@ -49,7 +49,7 @@ class SequenceWorld:
 
 
 def make_sequence_world(n_tokens: int = 3, max_len: int = 6, *, seed: int = 0,
-                        eos_logit: float = 0.0, noise: float = 0.5) -> SequenceWorld:
+                        eos_logit: float = -0.5, noise: float = 0.5) -> SequenceWorld:
     """The world: pi_ref's logits are ``noise * N(0, 1)`` per prefix and token (seeded), plus
     ``eos_logit`` on EOS. Raises ValueError for n_tokens < 1 or > 10, max_len < 1, or more than
     100,000 completions. Taught in chapter 13."""
@@ -83,13 +83,15 @@ def token_logps(world: SequenceWorld, logits: torch.Tensor, idx=None) -> torch.T
     if logits.shape[-2:] != world.ref_logits.shape:
         raise ValueError(f"logits must have shape (..., {world.ref_logits.shape[0]}, "
                          f"{world.n_tokens + 1}), got {tuple(logits.shape)}")
-    logp = torch.log_softmax(logits, -1)  # (..., P, V+1)
     if idx is None:
-        return logp[..., world.prefix, world.tokens] * world.mask  # (..., N, L)
-    flat = (world.prefix * (world.n_tokens + 1) + world.tokens)[idx]  # (..., B, L)
-    lead = torch.broadcast_shapes(logp.shape[:-2], flat.shape[:-2])
-    table = logp.flatten(-2).expand(*lead, -1)  # (..., P * (V+1))
-    out = table.gather(-1, flat.expand(*lead, -1, -1).flatten(-2)).view(*lead, *flat.shape[-2:])
+        logp = logits - logits.logsumexp(-1, keepdim=True)  # log_softmax, faster on rows of 4
+        return logp[..., world.prefix, world.tokens] * world.mask
+    lead = torch.broadcast_shapes(logits.shape[:-2], idx.shape[:-1])
+    table = logits.expand(*lead, *logits.shape[-2:]).reshape(-1, *logits.shape[-2:])
+    pre, tok = (x[idx].expand(*lead, -1, -1).reshape(len(table), -1)
+                for x in (world.prefix, world.tokens))  # (R, B * L)
+    rows = table[torch.arange(len(table)).unsqueeze(-1), pre]  # (R, B * L, V+1): only these
+    out = torch.log_softmax(rows, -1).gather(-1, tok.unsqueeze(-1)).view(*lead, *idx.shape[-1:], -1)
     return out * world.mask[idx]
 
 
@@ -248,8 +250,8 @@ class Batch:
 def sample_batch(world: SequenceWorld, logits: torch.Tensor, B: int, generators,
                  *, mask_truncated_completions: bool = False, soft_punish_cache: int = 0) -> Batch:
     """Draw B completions per run from pi (logits ``(P, V+1)`` with one ``torch.Generator``,
-    or ``(R, P, V+1)`` with a list of R): each an exact draw from pi(o), by inverse CDF over the
-    enumeration, the same as sampling token by token. ``logp`` keeps logits' gradient. TRL's
+    or ``(R, P, V+1)`` with a list of R), token by token until EOS or max_len tokens.
+    ``logp`` keeps logits' gradient. TRL's
     ``mask_truncated_completions`` zeroes a truncated row's mask. Chapter 13."""
     B = check_int(B, "B", 1)
     gens = list(generators) if isinstance(generators, list | tuple) else [generators]
@@ -258,7 +260,7 @@ def sample_batch(world: SequenceWorld, logits: torch.Tensor, B: int, generators,
         raise ValueError("generators must be one torch.Generator for logits (P, V+1), or a "
                          "list of R for logits (R, P, V+1)")
     with torch.no_grad():
-        idx = _draw(sequence_probs(world, logits), gens, B)
+        idx = _draw(world, logits, gens, B)
     trunc = world.truncated[idx.numpy()]
     mask = world.mask[idx]
     if mask_truncated_completions:
@@ -267,35 +269,50 @@ def sample_batch(world: SequenceWorld, logits: torch.Tensor, B: int, generators,
                  rewards(world, soft_punish_cache)[idx.numpy()], world.length[idx.numpy()], trunc)
 
 
-def _draw(probs: torch.Tensor, gens: list, B: int) -> torch.Tensor:
-    """B completion numbers per run from ``probs (..., N)``, by inverse CDF: ``(..., B)``."""
-    cdf = probs.reshape(len(gens), -1).cumsum(-1)
-    u = torch.stack([torch.rand(B, generator=g, dtype=torch.float64) for g in gens])
-    idx = torch.searchsorted(cdf, u * cdf[:, -1:]).clamp(max=cdf.shape[-1] - 1)
-    return idx.reshape(*probs.shape[:-1], B)
+def _draw(world: SequenceWorld, logits: torch.Tensor, gens: list, B: int) -> torch.Tensor:
+    """B completions per run, token by token from ``logits (..., P, V+1)``: their numbers
+    ``(..., B)``. A prefix's number is that of the completion "prefix + EOS", so the walk needs
+    no lookup: appending token y to a prefix of t tokens numbered h gives
+    V (h - offset_t) + y + offset_{t+1}, with offset_t = sum_{k<t} V^k."""
+    V = world.n_tokens
+    table = logits.reshape(len(gens), -1, V + 1)  # (R, P, V+1)
+    u = torch.stack([torch.rand(B, world.max_len, generator=g, dtype=torch.float64)
+                     for g in gens])  # (R, B, L) one uniform per token
+    h = torch.zeros(u.shape[:2], dtype=torch.long)  # (R, B) the current prefix: empty
+    done = torch.zeros(u.shape[:2], dtype=torch.bool)
+    rows = torch.arange(len(gens)).unsqueeze(-1)
+    offset = 0
+    for t in range(world.max_len):
+        cdf = torch.softmax(table[rows, h], -1).cumsum(-1)  # (R, B, V+1)
+        y = torch.searchsorted(cdf, u[..., t:t + 1] * cdf[..., -1:]).squeeze(-1).clamp(max=V)
+        stop = done | (y == V)  # EOS ends a completion, which then keeps its number h
+        nxt = V * (h - offset) + y + offset + V**t
+        h, done, offset = torch.where(stop, h, nxt), stop, offset + V**t
+    return h.reshape(*logits.shape[:-2], B)  # after max_len tokens without EOS: truncated
 
 
 def train_sequences(world: SequenceWorld, seeds, *, steps: int = 300, G: int = 8,
-                    groups: int = 1, lr: float = 0.05, loss_type: str = "dapo",
+                    groups: int = 1, lr: float = 0.02, loss_type: str = "dapo",
                     num_iterations: int = 1, scale_rewards: str = "group",
                     mask_truncated_completions: bool = False, soft_punish_cache: int = 0,
-                    **loss_kwargs) -> dict:
+                    record_every: int = 1, **loss_kwargs) -> dict:
     """GRPO in the sequence world, R = len(seeds) independent runs at once: per step, sample
     ``groups`` groups of G completions per run (``torch.Generator().manual_seed(seed)``), TRL's
     advantages, then ``num_iterations`` (mu) Adam steps on that batch through
     :func:`grpo_core.grpo_loss` (``loss_kwargs``: beta, epsilon, importance_sampling_level, ...).
 
-    Returns the :func:`exact_stats` of every run before each step and after the last,
-    ``(R, steps + 1)`` each, plus ``clip_ratio`` ``(R, steps)`` (the fraction of loss tokens whose
-    ratio was clipped on the binding side, mean over the mu steps) and ``logits`` ``(R, P, V+1)``.
-    Chapter 13.
+    Returns the :func:`exact_stats` (without ``k3_sum``) of every run at steps 0,
+    ``record_every``, ..., ``steps``: ``(R, S)`` each, and those ``steps`` ``(S,)``; plus
+    ``clip_ratio`` ``(R, steps)`` (TRL's ``clip_ratio/region_mean``, mean over the mu steps) and
+    the final ``logits`` ``(R, P, V+1)``. Chapter 13.
     """
-    from .loss import grpo_loss
+    from .loss import grpo_loss, importance_ratio
     from .optim import Adam
 
     seeds = [int(s) for s in seeds]
     steps, mu = check_int(steps, "steps", 1), check_int(num_iterations, "num_iterations", 1)
     G, groups = check_int(G, "G", 2), check_int(groups, "groups", 1)
+    every = check_int(record_every, "record_every", 1)
     R = len(seeds)
     gens = [torch.Generator().manual_seed(s) for s in seeds]
     theta = world.ref_logits.expand(R, -1, -1).clone().requires_grad_(True)  # (R, P, V+1)
@@ -303,17 +320,20 @@ def train_sequences(world: SequenceWorld, seeds, *, steps: int = 300, G: int = 8
     ref_lp = token_logps(world, world.ref_logits)  # (N, L)
     r_all = rewards(world, soft_punish_cache)  # (N,)
     keep = torch.from_numpy(~(world.truncated & mask_truncated_completions)).double()
+    level = loss_kwargs.get("importance_sampling_level", "token")
     eps = loss_kwargs.get("epsilon", 0.2)
     eps_high = loss_kwargs.get("epsilon_high") or eps
     history, clip = [], np.zeros((R, steps))
     for step in range(steps + 1):
+        if step % every == 0 or step == steps:
+            with torch.no_grad():
+                history.append((step, _stats(world, theta, token_logps(world, theta),
+                                             ref_lp.sum(-1), r_all)))
+        if step == steps:
+            break
         with torch.no_grad():
-            lp = token_logps(world, theta)  # (R, N, L): every completion, exactly
-            history.append(_stats(world, theta, lp, ref_lp.sum(-1), r_all))
-            if step == steps:
-                break
-            idx = _draw(lp.sum(-1).exp(), gens, G * groups)  # (R, B)
-            old_logp = lp[torch.arange(R)[:, None], idx]  # (R, B, L) pi_old = pi_theta now
+            idx = _draw(world, theta, gens, G * groups)  # (R, B)
+            old_logp = token_logps(world, theta, idx)  # (R, B, L): pi_old = pi_theta now
             mask = world.mask[idx] * keep[idx].unsqueeze(-1)  # (R, B, L)
         adv = torch.from_numpy(trl_advantages(r_all[idx.numpy()], G, scale_rewards))  # (R, B)
         for _ in range(mu):
@@ -323,10 +343,12 @@ def train_sequences(world: SequenceWorld, seeds, *, steps: int = 300, G: int = 8
             opt.zero_grad()
             loss.sum().backward()
             opt.step()
-            with torch.no_grad():  # TRL's clip_ratio/region_mean, token level
-                ratio, A = (logp - old_logp).exp(), adv.unsqueeze(-1)
+            with torch.no_grad():  # TRL's clip_ratio/region_mean, at the ratio's level
+                ratio, A = importance_ratio(logp, old_logp, mask, level), adv.unsqueeze(-1)
                 hit = ((ratio < 1 - eps) & (A < 0)) | ((ratio > 1 + eps_high) & (A > 0))
-                clip[:, step] += ((hit * mask).sum((-2, -1))
-                                  / mask.sum((-2, -1)).clamp(min=1)).numpy() / mu
-    out = {k: np.stack([h[k] for h in history], -1) for k in history[0]}
-    return {**out, "clip_ratio": clip, "logits": theta.detach()}
+                weight = mask if level == "token" else torch.ones_like(ratio)
+                clip[:, step] += ((hit * weight).sum((-2, -1)) / weight.sum((-2, -1))
+                                  .clamp(min=1)).numpy() / mu
+    out = {k: np.stack([h[k] for _, h in history], -1) for k in history[0][1]}
+    return {**out, "steps": np.array([t for t, _ in history]), "clip_ratio": clip,
+            "logits": theta.detach()}

@@ -192,11 +192,11 @@ def test_kl_gradients(world):
 
 
 def test_training_raises_reward_and_runs_are_independent(world):
-    out = sq.train_sequences(world, [0, 1, 2, 3], steps=40, G=8, loss_type="dapo")
+    out = sq.train_sequences(world, [0, 1, 2, 3], steps=40, lr=0.05, loss_type="dapo")
     assert out["reward"].shape == (4, 41) and out["clip_ratio"].shape == (4, 40)
     assert np.all(out["reward"][:, -1] > out["reward"][:, 0] + 0.2)
     assert np.all(out["clip_ratio"] == 0)  # mu = 1: the ratio is exactly 1
-    one = sq.train_sequences(world, [2], steps=40, G=8, loss_type="dapo")
+    one = sq.train_sequences(world, [2], steps=40, lr=0.05, loss_type="dapo")
     assert np.allclose(one["reward"][0], out["reward"][2], atol=1e-12)
 
 
@@ -226,3 +226,18 @@ def test_training_mu_and_gspo(world):
 def test_bad_arguments_raise_value_error(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_dr_grpo_update_is_a_constant_times_the_policy_gradient(world):
+    """With binary rewards E[A | r] depends on r only, so the dr_grpo update is
+    (W_correct - W_wrong) grad P(correct); "grpo" and "dapo" are not parallel to it."""
+    logits = random_logits(world, 5, 0.5).requires_grad_(True)
+    c = torch.from_numpy(world.correct).double()
+    (grad_p,) = torch.autograd.grad(sq.sequence_probs(world, logits) @ c, logits)
+
+    def cos(a, b):
+        return float((a * b).sum() / (a.norm() * b.norm()))
+
+    upd = {lt: sq.exact_update(world, logits, 8, lt) for lt in ("grpo", "dapo", "dr_grpo")}
+    assert cos(upd["dr_grpo"], grad_p) > 1 - 1e-12
+    assert cos(upd["grpo"], grad_p) < 0.99 and cos(upd["dapo"], grad_p) < 1 - 1e-6
