@@ -39,6 +39,7 @@ from .exact import (
     k3_kl,
     kl_optimal_logits,
     multisets,
+    reward_std,
     true_gradient,
 )
 from .loss import (
@@ -56,7 +57,7 @@ from .loss import (
 )
 from .policy import log_softmax, policy_gradient, sample_from_uniforms, sample_group, softmax
 from .training import TrainConfig, TrainResult, train, train_batch, train_kl_in_reward
-from .variance import cos_mean_grad, grad_variance, gradient_estimates
+from .variance import alignment, cos_mean_grad, grad_variance, gradient_estimates
 from .world import BETA, D_EMB, N_ANSWERS, N_PROMPTS, World, make_world, reference_logits, toy_world
 
 __all__ = [
@@ -70,4 +71,5 @@ __all__ = [
     "loo_advantages", "make_world", "multisets", "n_params", "policy_gradient", "reference_logits",
     "sample_from_uniforms", "sample_group", "softmax", "toy_world", "train", "train_batch",
     "train_kl_in_reward", "true_gradient",
+    "alignment", "reward_std",
 ]

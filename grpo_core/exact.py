@@ -41,6 +41,20 @@ def expected_reward(logits: np.ndarray, rewards: np.ndarray, *, per_prompt: bool
     return per if per_prompt else per.mean(axis=-1)
 
 
+def reward_std(logits: np.ndarray, rewards: np.ndarray) -> np.ndarray:
+    """Each prompt's reward std under the policy, ``sigma_p = sqrt(sum_a pi(a) (r(a) - E r)^2)``.
+
+    ``logits (..., P, A), rewards (P, A) -> (..., P)``. The number a large group's std tends
+    to, so the one GRPO's advantage divides by (about 1/sigma_p per prompt). Taught in chapter 2.
+    """
+    logits = check_array(logits, "logits", min_ndim=2)
+    rewards = check_array(rewards, "rewards", min_ndim=2)
+    check_same_shape(logits.shape[-2:], "logits (P, A)", rewards.shape, "rewards")
+    probs = softmax(logits)
+    mean = (probs * rewards).sum(axis=-1, keepdims=True)
+    return np.sqrt((probs * (rewards - mean) ** 2).sum(axis=-1))
+
+
 def exact_kl(logits: np.ndarray, ref_logits: np.ndarray, *, per_prompt: bool = False):
     """Exact ``KL(pi || pi_ref) = sum_a pi(a) (log pi(a) - log pi_ref(a))``, averaged over prompts.
 

@@ -74,3 +74,114 @@ def random_logps(rng: np.random.Generator, shape: tuple[int, ...]) -> torch.Tens
 
 
 # Chapter checkers are added below, one section per chapter, each a few lines calling `check`.
+
+
+# --- chapters 1-9 ---
+# Each checker draws small random worlds (seeded) and compares the reader's function with the
+# package's own on every one of them.
+
+def _worlds(n: int = 4, seed: int = 0, G: int = 5):
+    """``n`` random ``(logits (P, A), rewards (P, A), samples (P, G))`` triples, P = 3, A = 6."""
+    from .policy import sample_group
+
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        logits, rewards = rng.normal(0, 1, (3, 6)), 10 * rng.random((3, 6))
+        yield logits, rewards, sample_group(logits, G, rng)
+
+
+def check_policy_gradient(user_fn: Callable) -> bool:
+    """Chapter 1: ``user_fn(logits (P, A), samples (P, G), adv (P, G)) -> (P, A)``."""
+    from .policy import policy_gradient
+
+    trials = [((lg, s, np.take_along_axis(r, s, axis=1)), {}) for lg, r, s in _worlds()]
+    return check(user_fn, policy_gradient, trials, name="policy_gradient",
+                 hint="(1/G) sum_i A_i (onehot(a_i) - softmax(logits)), one row per prompt")
+
+
+def check_loo_advantages(user_fn: Callable) -> bool:
+    """Chapter 2: ``user_fn(r (P, G)) -> (P, G)``, r_i minus the mean of the other G - 1."""
+    from .advantages import loo_advantages
+
+    rng = np.random.default_rng(1)
+    trials = [((10 * rng.random((3, G)),), {}) for G in (2, 3, 8)]
+    return check(user_fn, loo_advantages, trials, name="loo_advantages",
+                 hint="the others' mean is (sum of the group - r_i) / (G - 1)")
+
+
+def check_group_advantages(user_fn: Callable) -> bool:
+    """Chapter 3: ``user_fn(r (P, G), ddof) -> (P, G)``: (r - mean) / (std + 1e-8)."""
+    from .advantages import group_advantages
+
+    rng = np.random.default_rng(2)
+    trials = [((10 * rng.random((3, G)), ddof), {}) for G in (2, 4, 8) for ddof in (0, 1)]
+    trials.append(((np.array([[1.0, 1.0, 1.0, 1.0], [0.0, 1.0, 0.0, 0.0]]), 1), {}))
+    return check(user_fn, lambda r, ddof: group_advantages(r, ddof=ddof), trials,
+                 name="group_advantages", rtol=1e-6, atol=1e-6,
+                 hint="np.std(..., ddof=ddof) over the group axis, plus 1e-8; a group whose "
+                      "rewards are all equal gets advantage 0")
+
+
+def check_critic_advantages(user_fn: Callable) -> bool:
+    """Chapter 4: ``user_fn(r (P, G), values (P,)) -> (P, G)``: each reward minus its prompt's V."""
+    from .advantages import advantages
+
+    rng = np.random.default_rng(3)
+    trials = [((10 * rng.random((3, G)), 5 * rng.random(3)), {}) for G in (1, 4, 8)]
+    return check(user_fn, lambda r, v: advantages(r, "critic", v), trials,
+                 name="critic_advantages", hint="broadcast V over the group axis: v[:, None]")
+
+
+def check_variance_none(user_fn: Callable) -> bool:
+    """Chapter 5: ``user_fn(logits, rewards, G) -> float``: exact no-baseline variance at G."""
+    from .exact import exact_moments
+
+    trials = [((lg, r, G), {}) for (lg, r, _), G in zip(_worlds(3, seed=4), (2, 3, 4), strict=True)]
+    return check(user_fn, lambda lg, r, G: exact_moments(lg, r, G, "none").variance, trials,
+                 name="variance_none", rtol=1e-9,
+                 hint="the G terms are independent: Var(G) = Var(G = 1) / G, and Var(G = 1) is "
+                      "sum_a pi(a) r_a^2 |onehot(a) - pi|^2 - |E g|^2 per prompt, summed")
+
+
+def check_exact_kl(user_fn: Callable) -> bool:
+    """Chapter 6: ``user_fn(logits (P, A), ref_logits (P, A)) -> (P,)``: KL per prompt."""
+    from .exact import exact_kl
+
+    rng = np.random.default_rng(5)
+    trials = [((rng.normal(0, s, (3, 6)), rng.normal(0, 1, (3, 6))), {}) for s in (0.1, 1, 3)]
+    return check(user_fn, lambda lg, ref: exact_kl(lg, ref, per_prompt=True), trials,
+                 name="exact_kl", rtol=1e-9,
+                 hint="sum over answers of pi * (log pi - log pi_ref), with log-softmax")
+
+
+def check_batch_advantages(user_fn: Callable) -> bool:
+    """Chapter 7: ``user_fn(r (P, G)) -> (P, G)``: r minus ONE mean over the whole batch."""
+    from .advantages import batch_advantages
+
+    rng = np.random.default_rng(6)
+    trials = [((10 * rng.random((P, 4)),), {}) for P in (1, 3, 6)]
+    return check(user_fn, lambda r: batch_advantages(r, normalise=False), trials,
+                 name="batch_advantages", hint="the mean runs over both axes, prompts and group")
+
+
+def check_kl_optimal_policy(user_fn: Callable) -> bool:
+    """Chapter 8: ``user_fn(rewards, ref_logits, beta) -> (P, A)`` probabilities of pi*_beta."""
+    from .exact import kl_optimal_logits
+    from .policy import softmax
+
+    trials = [((r, lg, beta), {}) for (lg, r, _), beta in
+              zip(_worlds(3, seed=7), (0.1, 1.0, 10.0), strict=True)]
+    return check(user_fn, lambda r, lg, b: softmax(kl_optimal_logits(r, lg, b)), trials,
+                 name="kl_optimal_policy", rtol=1e-9, atol=1e-12,
+                 hint="pi*(a) is proportional to pi_ref(a) exp(r(a) / beta): softmax of "
+                      "ref_logits + rewards / beta")
+
+
+def check_k3(user_fn: Callable) -> bool:
+    """Chapter 9: ``user_fn(logits, ref_logits, samples (P, G)) -> (P, G)``: k3 at each sample."""
+    from .exact import k3_kl
+
+    rng = np.random.default_rng(8)
+    trials = [((lg, rng.normal(0, 1, lg.shape), s), {}) for lg, _, s in _worlds(3, seed=8)]
+    return check(user_fn, k3_kl, trials, name="k3", rtol=1e-7, atol=1e-12,
+                 hint="with ratio = pi_ref(a) / pi(a): ratio - log(ratio) - 1")

@@ -76,3 +76,21 @@ def cos_mean_grad(
              .mean(axis=0).ravel() for kind in ("none", "group")]
     a, b = means
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def alignment(g: np.ndarray, truth: np.ndarray, *, per_prompt: bool = False):
+    """How long an expected gradient is along the truth, and the cosine between them.
+
+    ``g, truth (P, A) -> (scale, cosine)``: ``scale = <g, truth> / |truth|^2`` (1: unbiased,
+    (G-1)/G: the group mean's shrink) and ``cosine = <g, truth> / (|g| |truth|)``. With
+    ``per_prompt`` both are ``(P,)``, each prompt's row against its own row of the truth.
+    Taught in chapter 2.
+    """
+    g = check_array(g, "g", min_ndim=2)
+    truth = check_array(truth, "truth", min_ndim=2)
+    check_same_shape(g, "g", truth, "truth")
+    axis = -1 if per_prompt else (-2, -1)
+    dot = (g * truth).sum(axis=axis)
+    scale = dot / (truth**2).sum(axis=axis)
+    cosine = dot / np.sqrt((g**2).sum(axis=axis) * (truth**2).sum(axis=axis))
+    return scale, cosine

@@ -92,3 +92,29 @@ def test_exact_perfect_critic_and_reduction():
     none, group = (gc.exact_moments(REF, R, 8, kind).variance for kind in ("none", "group"))
     ratio = none / group
     assert round(ratio, 2) == 4.69
+
+
+def test_reward_std_is_the_large_group_limit_of_the_group_std():
+    sigma = gc.reward_std(REF, R)  # (P,)
+    draws = gc.sample_group(REF, 200_000, np.random.default_rng(0))  # (P, n)
+    r = np.take_along_axis(R, draws, axis=1)
+    assert np.allclose(r.std(axis=1), sigma, rtol=0.01)
+    loop = [np.sqrt(sum(p * (R[k, a] - (gc.softmax(REF[k]) * R[k]).sum()) ** 2
+                        for a, p in enumerate(gc.softmax(REF[k])))) for k in range(len(R))]
+    assert np.allclose(sigma, loop, rtol=1e-12)
+    assert gc.reward_std(np.stack([REF, REF]), R).shape == (2, len(R))
+
+
+def test_alignment_scale_and_cosine():
+    truth = gc.true_gradient(REF, R)
+    scale, cosine = gc.alignment(0.875 * truth, truth)
+    assert np.isclose(scale, 0.875) and np.isclose(cosine, 1.0)
+    bent = truth * np.arange(1, len(R) + 1)[:, None]
+    s_pp, c_pp = gc.alignment(bent, truth, per_prompt=True)
+    assert np.allclose(s_pp, np.arange(1, len(R) + 1)) and np.allclose(c_pp, 1.0)
+    _, c = gc.alignment(bent, truth)
+    assert c < 1 - 1e-3  # prompts reweighted: the overall direction bends
+    group = gc.exact_moments(REF, R, 4, "group").mean
+    assert np.isclose(gc.alignment(group, truth)[0], gc.expected_scale("group", 4))
+    with pytest.raises(ValueError, match="truth"):
+        gc.alignment(truth, truth[:, :3])
