@@ -10,6 +10,7 @@ Modules, one concept each:
     advantages  group / leave-one-out / batch / critic baselines      (chapters 2, 3, 7)
     critic      the value network GRPO deletes                        (chapter 4)
     loss        the GRPO loss as practised (TRL 1.16), TRL's advantages (chapters 10-13)
+    sequences   token sequences: length, the loss_types' weights, overlong (chapter 13)
     training    batched GRPO training, KL in the loss or the reward   (chapters 4-9)
     variance    Monte-Carlo gradient variance and direction           (chapters 2, 5)
     exact       true gradient, expected reward, exact KL, exact moments (chapters 1, 2, 6)
@@ -19,7 +20,10 @@ Modules, one concept each:
 ``python -m grpo_core`` prints the seven demos and the summary.
 """
 
-from . import exercises  # noqa: F401  (gc.exercises.check_...)
+from . import (
+    exercises,  # noqa: F401  (gc.exercises.check_...)
+    sequences,  # noqa: F401  (gc.sequences.exact_stats, ...)
+)
 from .advantages import (
     KINDS,
     advantages,
@@ -56,6 +60,15 @@ from .loss import (
     trl_advantages,
 )
 from .policy import log_softmax, policy_gradient, sample_from_uniforms, sample_group, softmax
+from .sequences import (
+    SequenceWorld,
+    exact_update,
+    make_sequence_world,
+    sample_batch,
+    sequence_probs,
+    sequence_weights,
+    train_sequences,
+)
 from .training import TrainConfig, TrainResult, train, train_batch, train_kl_in_reward
 from .variance import alignment, cos_mean_grad, grad_variance, gradient_estimates
 from .world import BETA, D_EMB, N_ANSWERS, N_PROMPTS, World, make_world, reference_logits, toy_world
@@ -71,5 +84,7 @@ __all__ = [
     "loo_advantages", "make_world", "multisets", "n_params", "policy_gradient", "reference_logits",
     "sample_from_uniforms", "sample_group", "softmax", "toy_world", "train", "train_batch",
     "train_kl_in_reward", "true_gradient",
+    "SequenceWorld", "exact_update", "make_sequence_world", "sample_batch", "sequence_probs",
+    "sequence_weights", "train_sequences",
     "alignment", "reward_std",
 ]
