@@ -271,6 +271,54 @@ def band(ax, x: np.ndarray, runs: np.ndarray, *, label: str, color: str | None =
     return line
 
 
+def bars(ax, x, heights, width: float, *, bottom=0.0, **style):
+    """A bar chart drawn as ONE PolyCollection (far cheaper to redraw in a slider than a patch
+    per bar). ``x, heights (N,)``; ``style`` goes to the collection (facecolor, label, ...).
+    Used by chapters 1 and 2."""
+    from matplotlib.collections import PolyCollection
+
+    x, h = np.asarray(x, float), np.asarray(heights, float)
+    b = np.broadcast_to(np.asarray(bottom, float), h.shape)
+    lo, hi = x - width / 2, x + width / 2
+    verts = np.stack([np.c_[lo, b], np.c_[lo, b + h], np.c_[hi, b + h], np.c_[hi, b]], axis=1)
+    ax.add_collection(PolyCollection(verts, **style))
+    ax.autoscale_view()
+
+
+def plain_log(*axes, xticks=None, yticks=None) -> None:
+    """Log axes with plain tick labels at the given values and no minor ticks (``10^k`` labels
+    are slow to draw and hard to read). Used by chapters 1, 2, 5."""
+    for ax in axes:
+        if xticks is not None:
+            ax.set_xticks(xticks, [f"{t:g}" for t in xticks])
+        if yticks is not None:
+            ax.set_yticks(yticks, [f"{t:g}" for t in yticks])
+        ax.minorticks_off()
+
+
+def reference(ax, y: float, label: str, *, color: str = "black", ls: str = "--"):
+    """One style for a horizontal reference line (a ceiling, the reference policy's value, an
+    exact value). Returns the line. Used by chapters 1, 4-9."""
+    return ax.axhline(y, color=color, ls=ls, lw=1, label=label)
+
+
+def ceiling(ax, y: float, label: str = "ceiling"):
+    """The best reward any policy can reach, drawn the same way in every chapter."""
+    return reference(ax, y, f"{label} {y:.4f}", color="black", ls=":")
+
+
+def band_among(ax, x, curves: Mapping[Any, np.ndarray], chosen, *, label: str,
+               color: str | None = None):
+    """Every setting's mean curve in light grey, the chosen one as a band (a slider's frame).
+
+    ``curves``: setting -> ``(S, T)`` runs. Returns the chosen mean line. Used by chapters 4-9.
+    """
+    for key, runs in curves.items():
+        if key != chosen:
+            ax.plot(x, np.asarray(runs).mean(axis=0), color="0.8", lw=1)
+    return band(ax, x, curves[chosen], label=label, color=color)
+
+
 def book_style() -> None:
     """The book's matplotlib defaults: compact figures, readable fonts, light grid. Used by every
     chapter's setup cell."""
