@@ -185,3 +185,22 @@ def check_k3(user_fn: Callable) -> bool:
     trials = [((lg, rng.normal(0, 1, lg.shape), s), {}) for lg, _, s in _worlds(3, seed=8)]
     return check(user_fn, k3_kl, trials, name="k3", rtol=1e-7, atol=1e-12,
                  hint="with ratio = pi_ref(a) / pi(a): ratio - log(ratio) - 1")
+
+
+# --- chapter 13 ---
+
+def check_aggregation(user_fn: Callable) -> bool:
+    """Chapter 13: ``user_fn(per_token (B, T), mask (B, T), loss_type, max_completion_length)
+    -> ()`` for loss_type "grpo" and "dr_grpo", as :func:`grpo_core.aggregate`."""
+    from .loss import aggregate
+
+    rng = np.random.default_rng(13)
+    trials = []
+    for B, T in ((4, 6), (8, 5), (3, 9)):
+        lengths = rng.integers(1, T + 1, B)
+        mask = torch.tensor((np.arange(T) < lengths[:, None]).astype(float))
+        for loss_type in ("grpo", "dr_grpo"):
+            trials.append(((random_logps(rng, (B, T)), mask, loss_type, T + 2), {}))
+    return check(user_fn, aggregate, trials, name="aggregation", rtol=1e-9, atol=1e-12,
+                 hint='"grpo": each row\'s masked mean over its own tokens, then the mean over '
+                      'rows; "dr_grpo": the masked sum / (B * max_completion_length)')
