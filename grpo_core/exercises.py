@@ -204,3 +204,27 @@ def check_aggregation(user_fn: Callable) -> bool:
     return check(user_fn, aggregate, trials, name="aggregation", rtol=1e-9, atol=1e-12,
                  hint='"grpo": each row\'s masked mean over its own tokens, then the mean over '
                       'rows; "dr_grpo": the masked sum / (B * max_completion_length)')
+
+
+# --- chapter 11 ---
+
+def check_dead_group_prob(user_fn: Callable) -> bool:
+    """Chapter 11: ``user_fn(p (n,), G) -> (n,)``: P(all G binary rewards equal)."""
+    from .binary import dead_group_prob
+
+    p = np.array([0.0, 0.02, 0.1, 0.3, 0.5, 0.77, 0.9, 1.0])
+    trials = [((p, G), {}) for G in (1, 2, 8, 16)]
+    return check(user_fn, dead_group_prob, trials, name="dead_group_prob", rtol=1e-9,
+                 hint="a group is dead when all G answers are right or all are wrong; the "
+                      "answers are independent")
+
+
+def check_grpo_factor(user_fn: Callable) -> bool:
+    """Chapter 11: ``user_fn(p (n,), G) -> (n,)``: E[population std] / (p (1 - p))."""
+    from .binary import update_factor
+
+    p = np.array([0.02, 0.1, 0.3, 0.5, 0.7, 0.95])
+    trials = [((p, G), {}) for G in (2, 3, 8, 16)]
+    return check(user_fn, lambda q, G: update_factor(q, G, "grpo"), trials, name="grpo_factor",
+                 rtol=1e-6, hint="sum over k = 0..G of comb(G, k) p^k (1-p)^(G-k) "
+                                 "sqrt(k/G (1 - k/G)), then divide by p (1 - p)")

@@ -175,3 +175,12 @@ def test_errors(world):
         bn.pass_rate(world.ref_logits, world.rewards * 2)
     with pytest.raises(ValueError, match="rewards"):
         bn.correct_entropy(world.ref_logits, np.zeros_like(world.rewards))
+
+
+def test_exercise_checkers(capsys):
+    assert gc.exercises.check_dead_group_prob(bn.dead_group_prob)
+    assert not gc.exercises.check_dead_group_prob(lambda p, G: p**G)
+    assert gc.exercises.check_grpo_factor(lambda p, G: bn.update_factor(p, G, "grpo"))
+    assert not gc.exercises.check_grpo_factor(lambda p, G: bn.update_factor(p, G, "trl"))
+    out = capsys.readouterr().out
+    assert "dead_group_prob: correct" in out and "grpo_factor: differs" in out
