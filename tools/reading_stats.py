@@ -10,7 +10,9 @@ What a reader of the rendered page meets:
 - shown source: non-blank lines of package source a visible ``viz.show_source`` output prints
   (outputs of cells tagged ``remove-output`` or ``hide-output`` or ``hide-cell`` excluded);
 - figures: stored PNG outputs of cells whose output is shown, plus one per kernel-free slider;
-- exercises: bold "**Exercise N.**" openings in markdown.
+- exercises: bold "**Exercise N.**" openings in markdown;
+- optional words: prose inside collapsed MyST ``{dropdown}`` blocks (side notes, derivations,
+  answers), counted apart and left out of the careful reading time.
 
 The careful reading time uses the learner review's rates: prose at 150 words/min (the prose is
 maths-dense), visible code and shown source at 20 lines/min, 1.5 min per figure or slider,
@@ -28,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORDS_PER_MIN, LINES_PER_MIN, MIN_PER_FIGURE, MIN_PER_EXERCISE = 150, 20, 1.5, 4
 HIDDEN_CODE = {"remove-cell", "remove-input", "hide-input", "hide-cell"}
+DROPDOWN = re.compile(r"^(`{3,}|:{3,})\{dropdown\}.*?^\1[ \t]*$", re.M | re.S)
 HIDDEN_OUTPUT = {"remove-cell", "remove-output", "hide-output", "hide-cell"}
 
 
@@ -38,13 +41,15 @@ def _text(x: str | list[str]) -> str:
 def chapter_stats(path: Path) -> dict[str, float]:
     """Counts for one notebook (see the module docstring for what each one means)."""
     nb = json.loads(path.read_text())
-    s = dict(words=0, code=0, hidden=0, source=0, figures=0, exercises=0)
+    s = dict(words=0, optional=0, code=0, hidden=0, source=0, figures=0, exercises=0)
     for cell in nb["cells"]:
         tags = set(cell.get("metadata", {}).get("tags", []))
         src = _text(cell["source"])
         if cell["cell_type"] == "markdown":
             if "remove-cell" not in tags:
-                s["words"] += len(re.findall(r"\S+", src))
+                folded = "".join(m.group(0) for m in DROPDOWN.finditer(src))
+                s["optional"] += len(re.findall(r"\S+", folded))
+                s["words"] += len(re.findall(r"\S+", DROPDOWN.sub("", src)))
                 s["exercises"] += len(re.findall(r"\*\*Exercise \d+", src))
             continue
         if cell["cell_type"] != "code":
@@ -74,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path)
     args = parser.parse_args(argv)
     paths = args.notebooks or sorted((ROOT / "book").glob("*.ipynb"))
-    cols = ["words", "code", "source", "hidden", "figures", "exercises", "minutes"]
+    cols = ["words", "optional", "code", "source", "hidden", "figures", "exercises", "minutes"]
     print(f"{'chapter':32s}" + "".join(f"{c:>10s}" for c in cols))
     total = dict.fromkeys(cols, 0.0)
     for path in paths:
