@@ -8,6 +8,7 @@ Modules, one concept each:
     world       the 6 x 12 toy world and the reference policy        (chapter 1)
     policy      softmax, the group sampler, the policy gradient       (chapter 1)
     advantages  group / leave-one-out / batch / critic baselines      (chapters 2, 3, 7)
+    binary      0/1 verifier rewards: dead groups, GRPO's weight      (chapter 11)
     critic      the value network GRPO deletes                        (chapter 4)
     loss        the GRPO loss as practised (TRL 1.16), TRL's advantages (chapters 10-13)
     sequences   token sequences: length, the loss_types' weights, overlong (chapter 13)
@@ -30,6 +31,17 @@ from .advantages import (
     batch_advantages,
     group_advantages,
     loo_advantages,
+)
+from .binary import (
+    FACTOR_KINDS,
+    binary_world,
+    correct_count_pmf,
+    correct_entropy,
+    dead_group_prob,
+    expected_binary_update,
+    pass_rate,
+    policy_entropy,
+    update_factor,
 )
 from .critic import Critic, n_params
 from .exact import (
@@ -74,6 +86,8 @@ from .variance import alignment, cos_mean_grad, grad_variance, gradient_estimate
 from .world import BETA, D_EMB, N_ANSWERS, N_PROMPTS, World, make_world, reference_logits, toy_world
 
 __all__ = [
+    "FACTOR_KINDS", "binary_world", "correct_count_pmf", "correct_entropy",
+    "dead_group_prob", "expected_binary_update", "pass_rate", "policy_entropy", "update_factor",
     "IMPORTANCE_SAMPLING_LEVELS", "KL_ESTIMATORS", "LOSS_TYPES", "SCALE_REWARDS", "aggregate",
     "clip_metrics", "grpo_loss", "importance_ratio", "kl_estimate", "reward_metrics",
     "trl_advantages",
