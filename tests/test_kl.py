@@ -1,0 +1,168 @@
+"""grpo_core.kl: exact expectations of k1/k2/k3 values and gradients, the k3 optimum.
+
+Oracles: torch autograd through grpo_core.kl_estimate (TRL's per-token formulas), Monte Carlo
+within 4 standard errors, and the KL identities of chapter 12."""
+
+import numpy as np
+import pytest
+import torch
+
+import grpo_core as gc
+from grpo_core import kl
+
+WORLD = gc.toy_world(0)
+R, REF = WORLD.rewards, WORLD.ref_logits
+
+
+def _policies():
+    rng = np.random.default_rng(12)
+    return [REF + rng.normal(0, s, REF.shape) for s in (0.3, 1.0, 2.5)]
+
+
+def _autograd(logits, estimator, ratio):
+    """Autograd of sum_a pi_old(a) [ratio] k(a) at pi_old = pi: the expectation over fixed
+    samples, written with TRL's per-token estimate (grpo_core.kl_estimate)."""
+    z = torch.tensor(logits, requires_grad=True)
+    logp = torch.log_softmax(z, -1)
+    ref_logp = torch.log_softmax(torch.tensor(REF), -1)
+    k = gc.kl_estimate(logp, ref_logp, estimator)
+    if ratio:
+        k = k * torch.exp(logp - logp.detach())
+    value = (logp.detach().exp() * k).sum(-1)  # (P,)
+    value.sum().backward()
+    return value.detach().numpy(), z.grad.numpy()
+
+
+@pytest.mark.parametrize("estimator", kl.ESTIMATORS)
+@pytest.mark.parametrize("ratio", [False, True])
+def test_expectations_match_autograd(estimator, ratio):
+    for z in _policies():
+        value, grad = _autograd(z, estimator, ratio)
+        np.testing.assert_allclose(kl.expected_value(z, REF, estimator), value, atol=1e-12)
+        np.testing.assert_allclose(kl.expected_grad(z, REF, estimator, ratio=ratio), grad,
+                                   atol=1e-12)
+
+
+def test_table_matches_kl_estimate():
+    z = _policies()[1]
+    lp, ref_lp = torch.log_softmax(torch.tensor(z), -1), torch.log_softmax(torch.tensor(REF), -1)
+    for est in kl.ESTIMATORS:
+        np.testing.assert_allclose(kl.estimator_table(z, REF, est),
+                                   gc.kl_estimate(lp, ref_lp, est).numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("estimator", kl.ESTIMATORS)
+def test_monte_carlo_within_4_standard_errors(estimator):
+    z = _policies()[1]
+    probs = gc.softmax(z)
+    rng = np.random.default_rng(5)
+    n = 20_000
+    samples = gc.sample_from_uniforms(probs, rng.random((REF.shape[0], n)))  # (P, n)
+    table = kl.estimator_table(z, REF, estimator)  # (P, A)
+    # per-answer gradient by autograd of one token's estimate, then one row per sample
+    per_answer = np.empty(REF.shape + (REF.shape[1],))  # (P, a, A)
+    for a in range(REF.shape[1]):
+        zt = torch.tensor(z, requires_grad=True)
+        lp = torch.log_softmax(zt, -1)[:, a]
+        ref_lp = torch.log_softmax(torch.tensor(REF), -1)[:, a]
+        gc.kl_estimate(lp, ref_lp, estimator).sum().backward()
+        per_answer[:, a] = zt.grad.numpy()
+    rows = np.arange(REF.shape[0])[:, None]
+    vals, grads = table[rows, samples], per_answer[rows, samples]  # (P, n), (P, n, A)
+    for mc, exact in ((vals, kl.expected_value(z, REF, estimator)),
+                      (grads, kl.expected_grad(z, REF, estimator))):
+        se = mc.std(axis=1) / np.sqrt(n)
+        assert np.all(np.abs(mc.mean(axis=1) - exact) <= 4 * se + 1e-15)
+
+
+def test_identities():
+    for z in _policies():
+        kl_pr = gc.exact_kl(z, REF, per_prompt=True)
+        np.testing.assert_allclose(kl.expected_value(z, REF, "k1"), kl_pr, atol=1e-13)
+        np.testing.assert_allclose(kl.expected_value(z, REF, "k3"), kl_pr, atol=1e-13)
+        assert np.all(kl.expected_value(z, REF, "k2") > 0)
+        np.testing.assert_allclose(kl.expected_grad(z, REF, "k1"), 0, atol=1e-15)
+        np.testing.assert_allclose(kl.expected_grad(z, REF, "k2"), kl.grad_kl_pi_ref(z, REF),
+                                   atol=1e-14)
+        np.testing.assert_allclose(kl.expected_grad(z, REF, "k3"), kl.grad_kl_ref_pi(z, REF),
+                                   atol=1e-14)
+        np.testing.assert_allclose(kl.grad_kl_ref_pi(z, REF), gc.softmax(z) - gc.softmax(REF))
+        for est in ("k1", "k3"):  # TRL's bias correction: grad KL(pi || pi_ref) for both
+            np.testing.assert_allclose(kl.expected_grad(z, REF, est, ratio=True),
+                                       kl.grad_kl_pi_ref(z, REF), atol=1e-14)
+
+
+def test_kl_gradients_and_kl_ref_pi_match_autograd():
+    for z in _policies():
+        zt = torch.tensor(z, requires_grad=True)
+        lp, ref_lp = torch.log_softmax(zt, -1), torch.log_softmax(torch.tensor(REF), -1)
+        (lp.exp() * (lp - ref_lp)).sum().backward(retain_graph=True)
+        np.testing.assert_allclose(kl.grad_kl_pi_ref(z, REF), zt.grad.numpy(), atol=1e-13)
+        zt.grad = None
+        kl_rp = (ref_lp.exp() * (ref_lp - lp)).sum(-1)
+        kl_rp.sum().backward()
+        np.testing.assert_allclose(kl.grad_kl_ref_pi(z, REF), zt.grad.numpy(), atol=1e-13)
+        np.testing.assert_allclose(kl.kl_ref_pi(z, REF, per_prompt=True), kl_rp.detach().numpy())
+        assert kl.kl_ref_pi(z, REF) == pytest.approx(kl_rp.mean().item())
+    batch = np.stack(_policies())  # leading run axis
+    assert kl.expected_grad(batch, REF, "k3").shape == batch.shape
+    assert kl.kl_ref_pi(batch, REF).shape == (3,)
+
+
+@pytest.mark.parametrize("beta", [0.05, 0.5, 2.0, 20.0])
+def test_k3_optimum_is_the_stationary_point(beta):
+    logits = kl.k3_optimal_logits(R, REF, beta)
+    probs = np.exp(logits)
+    np.testing.assert_allclose(probs.sum(-1), 1, atol=1e-14)
+    z = torch.tensor(logits, requires_grad=True)  # autograd of E[r] - beta KL(pi_ref || pi)
+    lp, ref_lp = torch.log_softmax(z, -1), torch.log_softmax(torch.tensor(REF), -1)
+    obj = (lp.exp() * torch.tensor(R)).sum() - beta * (ref_lp.exp() * (ref_lp - lp)).sum()
+    obj.backward()
+    assert np.abs(z.grad.numpy()).max() < 1e-10 * max(1, beta)
+    floor = kl.k3_floor(R, REF, beta)
+    assert np.all(probs >= floor * (1 - 1e-12))
+    np.testing.assert_allclose(probs[np.arange(6), R.argmin(-1)],
+                               floor[np.arange(6), R.argmin(-1)], rtol=1e-10)
+    spread = R.max(-1) - R.min(-1)  # the lambda-free bound: lambda <= max r + beta
+    assert np.all(floor >= beta * gc.softmax(REF) / (spread + beta)[:, None] * (1 - 1e-12))
+    lam = kl.k3_lambda(R, REF, beta)
+    assert np.all(lam > R.max(-1)) and np.all(lam <= R.max(-1) + beta)
+
+
+def test_k3_optimum_limits_and_frontiers():
+    # beta large: the optimum is the reference; the exact-KL optimum is far below the k3 floor
+    np.testing.assert_allclose(np.exp(kl.k3_optimal_logits(R, REF, 1e4)), gc.softmax(REF),
+                               atol=1e-3)
+    exact_opt = gc.softmax(gc.kl_optimal_logits(R, REF, 0.5))
+    assert exact_opt.min() < 1e-3 * kl.k3_floor(R, REF, 0.5).min()
+    betas = np.geomspace(0.01, 50, 60)
+    reward, kl_pr = kl.frontier(R, REF, betas)
+    ref_opt = np.stack([gc.kl_optimal_logits(R, REF, b) for b in betas])
+    np.testing.assert_allclose(reward, gc.expected_reward(ref_opt, R))
+    np.testing.assert_allclose(kl_pr, gc.exact_kl(ref_opt, REF))
+    k3_reward, k3_kl = kl.frontier(R, REF, betas, kind="kl_ref_pi")
+    # no policy beats the frontier: E[r] <= max_pi (E[r] - b KL) + b KL for every b
+    best = reward - betas * kl_pr  # (b,) the optimum's objective at its own beta
+    bound = (best[:, None] + betas[:, None] * k3_kl[None, :]).min(axis=0)
+    assert np.all(k3_reward <= bound + 1e-9)
+
+
+def test_bad_inputs():
+    z = _policies()[0]
+    with pytest.raises(ValueError, match="estimator"):
+        kl.expected_grad(z, REF, "k4")
+    with pytest.raises(ValueError, match="estimator"):
+        kl.expected_value(z, REF, "k1 ")
+    with pytest.raises(ValueError, match="ref_logits"):
+        kl.expected_value(z, REF[:, :5], "k1")
+    with pytest.raises(ValueError, match="logits"):
+        kl.grad_kl_pi_ref(np.full_like(z, np.nan), REF)
+    with pytest.raises(ValueError, match="logits"):
+        kl.grad_kl_ref_pi(z[0], REF)
+    for bad in (0.0, -1.0, float("inf")):
+        with pytest.raises(ValueError, match="beta"):
+            kl.k3_optimal_logits(R, REF, bad)
+    with pytest.raises(ValueError, match="ref_logits"):
+        kl.k3_floor(R, REF[:3], 0.5)
+    with pytest.raises(ValueError, match="kind"):
+        kl.frontier(R, REF, [0.5], kind="forward")
