@@ -228,3 +228,18 @@ def check_grpo_factor(user_fn: Callable) -> bool:
     return check(user_fn, lambda q, G: update_factor(q, G, "grpo"), trials, name="grpo_factor",
                  rtol=1e-6, hint="sum over k = 0..G of comb(G, k) p^k (1-p)^(G-k) "
                                  "sqrt(k/G (1 - k/G)), then divide by p (1 - p)")
+
+
+# --- chapter 12 ---
+
+def check_k2(user_fn: Callable) -> bool:
+    """Chapter 12: ``user_fn(logp (B, T), ref_logp (B, T)) -> (B, T)``: k2 per token, as
+    :func:`grpo_core.kl_estimate` with ``"k2"``; torch tensors in and out (it must backprop)."""
+    from .loss import kl_estimate
+
+    rng = np.random.default_rng(12)
+    trials = [((random_logps(rng, shape), random_logps(rng, shape)), {})
+              for shape in ((4, 6), (2, 3, 5), (1, 1))]
+    return check(user_fn, lambda lp, ref: kl_estimate(lp, ref, "k2"), trials, name="k2",
+                 rtol=1e-9, atol=1e-12,
+                 hint="with log_r = ref_logp - logp: k2 = log_r ** 2 / 2 (the same for -log_r)")

@@ -166,3 +166,11 @@ def test_bad_inputs():
         kl.k3_floor(R, REF[:3], 0.5)
     with pytest.raises(ValueError, match="kind"):
         kl.frontier(R, REF, [0.5], kind="forward")
+
+
+def test_check_k2(capsys):
+    assert gc.exercises.check_k2(lambda lp, ref: (ref - lp) ** 2 / 2)
+    assert not gc.exercises.check_k2(lambda lp, ref: (ref - lp) ** 2)
+    assert not gc.exercises.check_k2(lambda lp, ref: torch.exp(ref - lp) - (ref - lp) - 1)
+    out = capsys.readouterr().out
+    assert "k2: correct" in out and "hint" in out
