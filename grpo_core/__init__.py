@@ -15,6 +15,7 @@ Modules, one concept each:
     training    batched GRPO training, KL in the loss or the reward   (chapters 4-9)
     variance    Monte-Carlo gradient variance and direction           (chapters 2, 5)
     exact       true gradient, expected reward, exact KL, exact moments (chapters 1, 2, 6)
+    kl          k1/k2/k3: exact expected values and gradients, the k3 optimum (chapter 12)
     exercises   checkers for the readers' "implement it" exercises  (every chapter)
     viz         the book's two-form sliders and plotting helpers      (every chapter)
 
@@ -23,6 +24,7 @@ Modules, one concept each:
 
 from . import (
     exercises,  # noqa: F401  (gc.exercises.check_...)
+    kl,  # noqa: F401  (gc.kl.expected_kl_estimate_grad, ...)
     sequences,  # noqa: F401  (gc.sequences.exact_stats, ...)
 )
 from .advantages import (
@@ -57,6 +59,18 @@ from .exact import (
     multisets,
     reward_std,
     true_gradient,
+)
+from .kl import (
+    expected_kl_estimate,
+    expected_kl_estimate_grad,
+    grad_kl_pi_ref,
+    grad_kl_ref_pi,
+    k3_floor,
+    k3_lambda,
+    k3_optimal_logits,
+    kl_estimate_table,
+    kl_frontier,
+    kl_ref_pi,
 )
 from .loss import (
     IMPORTANCE_SAMPLING_LEVELS,
@@ -101,4 +115,6 @@ __all__ = [
     "SequenceWorld", "exact_update", "make_sequence_world", "sample_batch", "sequence_probs",
     "sequence_weights", "train_sequences",
     "alignment", "reward_std",
+    "expected_kl_estimate", "expected_kl_estimate_grad", "grad_kl_pi_ref", "grad_kl_ref_pi",
+    "k3_floor", "k3_lambda", "k3_optimal_logits", "kl_estimate_table", "kl_frontier", "kl_ref_pi",
 ]

@@ -25,9 +25,8 @@ import numpy as np
 
 from ._validate import check_array, check_choice, check_float, check_same_shape
 from .exact import evaluate, kl_optimal_logits
+from .loss import KL_ESTIMATORS
 from .policy import log_softmax, softmax
-
-ESTIMATORS = ("k1", "k2", "k3")
 
 
 def _inputs(logits, ref_logits) -> tuple[np.ndarray, np.ndarray]:
@@ -42,14 +41,14 @@ def _centred(probs: np.ndarray, f: np.ndarray) -> np.ndarray:
     return probs * (f - (probs * f).sum(axis=-1, keepdims=True))
 
 
-def estimator_table(logits: np.ndarray, ref_logits: np.ndarray, estimator: str) -> np.ndarray:
+def kl_estimate_table(logits: np.ndarray, ref_logits: np.ndarray, estimator: str) -> np.ndarray:
     """Each estimator's value at every answer, ``(..., P, A)``, as TRL computes it per token.
 
     With ``l = log pi - log pi_ref``: k1 = l, k2 = l**2 / 2, k3 = exp(-l) + l - 1 (never
     negative). ``logits (..., P, A), ref_logits (P, A)``. Taught in chapter 12.
     """
     logits, ref_logits = _inputs(logits, ref_logits)
-    check_choice(estimator, "estimator", ESTIMATORS)
+    check_choice(estimator, "estimator", KL_ESTIMATORS)
     ell = log_softmax(logits) - log_softmax(ref_logits)  # (..., P, A)
     if estimator == "k1":
         return ell
@@ -58,18 +57,19 @@ def estimator_table(logits: np.ndarray, ref_logits: np.ndarray, estimator: str) 
     return np.expm1(-ell) + ell  # exp(-l) - 1 + l, accurate near l = 0
 
 
-def expected_value(logits: np.ndarray, ref_logits: np.ndarray, estimator: str) -> np.ndarray:
+def expected_kl_estimate(logits: np.ndarray, ref_logits: np.ndarray,
+                         estimator: str) -> np.ndarray:
     """Exact ``E_{a ~ pi}[k(a)]`` per prompt, ``(..., P, A) -> (..., P)``.
 
     k1 and k3 give exactly KL(pi || pi_ref) (for k3 because E_pi[pi_ref / pi] = 1); k2 gives
     E_pi[l**2] / 2, which only approximates it near pi_ref. Taught in chapter 12.
     """
-    table = estimator_table(logits, ref_logits, estimator)
+    table = kl_estimate_table(logits, ref_logits, estimator)
     return (softmax(check_array(logits, "logits", min_ndim=2)) * table).sum(axis=-1)
 
 
-def expected_grad(logits: np.ndarray, ref_logits: np.ndarray, estimator: str, *,
-                  ratio: bool = False) -> np.ndarray:
+def expected_kl_estimate_grad(logits: np.ndarray, ref_logits: np.ndarray, estimator: str, *,
+                              ratio: bool = False) -> np.ndarray:
     """Exact expected gradient of the estimator w.r.t. the logits, ``(..., P, A)``.
 
     ``E_{a ~ pi}[grad_z k(a)]`` with the sample held fixed (the estimate as a loss term). With
@@ -77,13 +77,13 @@ def expected_grad(logits: np.ndarray, ref_logits: np.ndarray, estimator: str, *,
     pi_old = pi, which equals ``grad_z E_pi[k]``. Taught in chapter 12.
     """
     logits, ref_logits = _inputs(logits, ref_logits)
-    check_choice(estimator, "estimator", ESTIMATORS)
+    check_choice(estimator, "estimator", KL_ESTIMATORS)
     probs = softmax(logits)
     ell = log_softmax(logits) - log_softmax(ref_logits)
     slope = {"k1": np.ones_like(ell), "k2": ell, "k3": -np.expm1(-ell)}[estimator]  # dk/dl
     grad = _centred(probs, slope)
     if ratio:  # d(pi / pi_old)/dz = onehot(a) - pi at pi_old = pi, times the value k(a)
-        grad = grad + _centred(probs, estimator_table(logits, ref_logits, estimator))
+        grad = grad + _centred(probs, kl_estimate_table(logits, ref_logits, estimator))
     return grad
 
 
@@ -146,7 +146,7 @@ def k3_floor(rewards: np.ndarray, ref_logits: np.ndarray, beta: float) -> np.nda
     return beta * softmax(ref_logits) / (lam - rewards.min(axis=-1))[..., None]
 
 
-def frontier(rewards: np.ndarray, ref_logits: np.ndarray, betas, kind: str = "kl_pi_ref"):
+def kl_frontier(rewards: np.ndarray, ref_logits: np.ndarray, betas, kind: str = "kl_pi_ref"):
     """``(reward, KL(pi || pi_ref))`` of each beta's optimum, two ``(len(betas),)`` arrays.
 
     ``kind="kl_pi_ref"``: chapter 6's exact frontier (the optimum of E[r] - beta KL(pi ||

@@ -12,6 +12,7 @@ from grpo_core import kl
 
 WORLD = gc.toy_world(0)
 R, REF = WORLD.rewards, WORLD.ref_logits
+E_VALUE, E_GRAD = kl.expected_kl_estimate, kl.expected_kl_estimate_grad
 
 
 def _policies():
@@ -33,32 +34,32 @@ def _autograd(logits, estimator, ratio):
     return value.detach().numpy(), z.grad.numpy()
 
 
-@pytest.mark.parametrize("estimator", kl.ESTIMATORS)
+@pytest.mark.parametrize("estimator", gc.KL_ESTIMATORS)
 @pytest.mark.parametrize("ratio", [False, True])
 def test_expectations_match_autograd(estimator, ratio):
     for z in _policies():
         value, grad = _autograd(z, estimator, ratio)
-        np.testing.assert_allclose(kl.expected_value(z, REF, estimator), value, atol=1e-12)
-        np.testing.assert_allclose(kl.expected_grad(z, REF, estimator, ratio=ratio), grad,
+        np.testing.assert_allclose(E_VALUE(z, REF, estimator), value, atol=1e-12)
+        np.testing.assert_allclose(E_GRAD(z, REF, estimator, ratio=ratio), grad,
                                    atol=1e-12)
 
 
 def test_table_matches_kl_estimate():
     z = _policies()[1]
     lp, ref_lp = torch.log_softmax(torch.tensor(z), -1), torch.log_softmax(torch.tensor(REF), -1)
-    for est in kl.ESTIMATORS:
-        np.testing.assert_allclose(kl.estimator_table(z, REF, est),
+    for est in gc.KL_ESTIMATORS:
+        np.testing.assert_allclose(kl.kl_estimate_table(z, REF, est),
                                    gc.kl_estimate(lp, ref_lp, est).numpy(), atol=1e-12)
 
 
-@pytest.mark.parametrize("estimator", kl.ESTIMATORS)
+@pytest.mark.parametrize("estimator", gc.KL_ESTIMATORS)
 def test_monte_carlo_within_4_standard_errors(estimator):
     z = _policies()[1]
     probs = gc.softmax(z)
     rng = np.random.default_rng(5)
     n = 20_000
     samples = gc.sample_from_uniforms(probs, rng.random((REF.shape[0], n)))  # (P, n)
-    table = kl.estimator_table(z, REF, estimator)  # (P, A)
+    table = kl.kl_estimate_table(z, REF, estimator)  # (P, A)
     # per-answer gradient by autograd of one token's estimate, then one row per sample
     per_answer = np.empty(REF.shape + (REF.shape[1],))  # (P, a, A)
     for a in range(REF.shape[1]):
@@ -69,8 +70,8 @@ def test_monte_carlo_within_4_standard_errors(estimator):
         per_answer[:, a] = zt.grad.numpy()
     rows = np.arange(REF.shape[0])[:, None]
     vals, grads = table[rows, samples], per_answer[rows, samples]  # (P, n), (P, n, A)
-    for mc, exact in ((vals, kl.expected_value(z, REF, estimator)),
-                      (grads, kl.expected_grad(z, REF, estimator))):
+    for mc, exact in ((vals, E_VALUE(z, REF, estimator)),
+                      (grads, E_GRAD(z, REF, estimator))):
         se = mc.std(axis=1) / np.sqrt(n)
         assert np.all(np.abs(mc.mean(axis=1) - exact) <= 4 * se + 1e-15)
 
@@ -78,17 +79,17 @@ def test_monte_carlo_within_4_standard_errors(estimator):
 def test_identities():
     for z in _policies():
         kl_pr = gc.exact_kl(z, REF, per_prompt=True)
-        np.testing.assert_allclose(kl.expected_value(z, REF, "k1"), kl_pr, atol=1e-13)
-        np.testing.assert_allclose(kl.expected_value(z, REF, "k3"), kl_pr, atol=1e-13)
-        assert np.all(kl.expected_value(z, REF, "k2") > 0)
-        np.testing.assert_allclose(kl.expected_grad(z, REF, "k1"), 0, atol=1e-15)
-        np.testing.assert_allclose(kl.expected_grad(z, REF, "k2"), kl.grad_kl_pi_ref(z, REF),
+        np.testing.assert_allclose(E_VALUE(z, REF, "k1"), kl_pr, atol=1e-13)
+        np.testing.assert_allclose(E_VALUE(z, REF, "k3"), kl_pr, atol=1e-13)
+        assert np.all(E_VALUE(z, REF, "k2") > 0)
+        np.testing.assert_allclose(E_GRAD(z, REF, "k1"), 0, atol=1e-15)
+        np.testing.assert_allclose(E_GRAD(z, REF, "k2"), kl.grad_kl_pi_ref(z, REF),
                                    atol=1e-14)
-        np.testing.assert_allclose(kl.expected_grad(z, REF, "k3"), kl.grad_kl_ref_pi(z, REF),
+        np.testing.assert_allclose(E_GRAD(z, REF, "k3"), kl.grad_kl_ref_pi(z, REF),
                                    atol=1e-14)
         np.testing.assert_allclose(kl.grad_kl_ref_pi(z, REF), gc.softmax(z) - gc.softmax(REF))
         for est in ("k1", "k3"):  # TRL's bias correction: grad KL(pi || pi_ref) for both
-            np.testing.assert_allclose(kl.expected_grad(z, REF, est, ratio=True),
+            np.testing.assert_allclose(E_GRAD(z, REF, est, ratio=True),
                                        kl.grad_kl_pi_ref(z, REF), atol=1e-14)
 
 
@@ -105,7 +106,7 @@ def test_kl_gradients_and_kl_ref_pi_match_autograd():
         np.testing.assert_allclose(kl.kl_ref_pi(z, REF, per_prompt=True), kl_rp.detach().numpy())
         assert kl.kl_ref_pi(z, REF) == pytest.approx(kl_rp.mean().item())
     batch = np.stack(_policies())  # leading run axis
-    assert kl.expected_grad(batch, REF, "k3").shape == batch.shape
+    assert E_GRAD(batch, REF, "k3").shape == batch.shape
     assert kl.kl_ref_pi(batch, REF).shape == (3,)
 
 
@@ -136,11 +137,11 @@ def test_k3_optimum_limits_and_frontiers():
     exact_opt = gc.softmax(gc.kl_optimal_logits(R, REF, 0.5))
     assert exact_opt.min() < 1e-3 * kl.k3_floor(R, REF, 0.5).min()
     betas = np.geomspace(0.01, 50, 60)
-    reward, kl_pr = kl.frontier(R, REF, betas)
+    reward, kl_pr = kl.kl_frontier(R, REF, betas)
     ref_opt = np.stack([gc.kl_optimal_logits(R, REF, b) for b in betas])
     np.testing.assert_allclose(reward, gc.expected_reward(ref_opt, R))
     np.testing.assert_allclose(kl_pr, gc.exact_kl(ref_opt, REF))
-    k3_reward, k3_kl = kl.frontier(R, REF, betas, kind="kl_ref_pi")
+    k3_reward, k3_kl = kl.kl_frontier(R, REF, betas, kind="kl_ref_pi")
     # no policy beats the frontier: E[r] <= max_pi (E[r] - b KL) + b KL for every b
     best = reward - betas * kl_pr  # (b,) the optimum's objective at its own beta
     bound = (best[:, None] + betas[:, None] * k3_kl[None, :]).min(axis=0)
@@ -150,11 +151,11 @@ def test_k3_optimum_limits_and_frontiers():
 def test_bad_inputs():
     z = _policies()[0]
     with pytest.raises(ValueError, match="estimator"):
-        kl.expected_grad(z, REF, "k4")
+        E_GRAD(z, REF, "k4")
     with pytest.raises(ValueError, match="estimator"):
-        kl.expected_value(z, REF, "k1 ")
+        E_VALUE(z, REF, "k1 ")
     with pytest.raises(ValueError, match="ref_logits"):
-        kl.expected_value(z, REF[:, :5], "k1")
+        E_VALUE(z, REF[:, :5], "k1")
     with pytest.raises(ValueError, match="logits"):
         kl.grad_kl_pi_ref(np.full_like(z, np.nan), REF)
     with pytest.raises(ValueError, match="logits"):
@@ -165,7 +166,7 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="ref_logits"):
         kl.k3_floor(R, REF[:3], 0.5)
     with pytest.raises(ValueError, match="kind"):
-        kl.frontier(R, REF, [0.5], kind="forward")
+        kl.kl_frontier(R, REF, [0.5], kind="forward")
 
 
 def test_check_k2(capsys):
