@@ -130,7 +130,8 @@ def exact_stats(world: SequenceWorld, logits: torch.Tensor, soft_punish_cache: i
 
 
 def _stats(world, logits, lp, ref_seq_logp, r) -> dict:
-    """:func:`exact_stats` from token log-probs ``lp (..., N, L)``, without ``k3_sum``."""
+    """:func:`exact_stats` from token log-probs ``lp (..., N, L)`` and rewards ``r`` ``(N,)`` or
+    ``(..., N)``, without ``k3_sum``."""
     seq = lp.sum(-1)
     p = seq.exp()  # (..., N)
     length, c = torch.from_numpy(world.length).double(), torch.from_numpy(world.correct).double()
@@ -139,7 +140,7 @@ def _stats(world, logits, lp, ref_seq_logp, r) -> dict:
     reach = (lp.cumsum(-1) - lp)[..., n_h, t_h].exp()  # (..., P)
     logpi = torch.log_softmax(logits, -1)
     H = -(logpi.exp() * logpi).sum(-1)  # (..., P) entropy of each prefix's next token
-    out = {"reward": p @ torch.from_numpy(r), "pass_rate": p @ c, "length": p @ length,
+    out = {"reward": (p * torch.from_numpy(r)).sum(-1), "pass_rate": p @ c, "length": p @ length,
            "truncated": p @ torch.from_numpy(world.truncated).double(),
            "length_correct": (p * c) @ length / (p @ c),
            "length_wrong": (p * (1 - c)) @ length / (p @ (1 - c)),
@@ -292,37 +293,57 @@ def _draw(world: SequenceWorld, logits: torch.Tensor, gens: list, B: int) -> tor
 
 
 def train_sequences(world: SequenceWorld, seeds, *, steps: int = 300, G: int = 8,
-                    groups: int = 1, lr: float = 0.02, loss_type: str = "dapo",
-                    num_iterations: int = 1, scale_rewards: str = "group",
-                    mask_truncated_completions: bool = False, soft_punish_cache: int = 0,
+                    groups: int = 1, lr: float = 0.02, loss_type="dapo", num_iterations: int = 1,
+                    scale_rewards: str = "group", importance_sampling_level="token",
+                    mask_truncated_completions=False, soft_punish_cache=0,
                     record_every: int = 1, **loss_kwargs) -> dict:
     """GRPO in the sequence world, R = len(seeds) independent runs at once: per step, sample
     ``groups`` groups of G completions per run (``torch.Generator().manual_seed(seed)``), TRL's
     advantages, then ``num_iterations`` (mu) Adam steps on that batch through
-    :func:`grpo_core.grpo_loss` (``loss_kwargs``: beta, epsilon, importance_sampling_level, ...).
+    :func:`grpo_core.grpo_loss` (``loss_kwargs``: beta, epsilon, epsilon_high, ...).
+
+    ``loss_type``, ``importance_sampling_level``, ``mask_truncated_completions`` and
+    ``soft_punish_cache`` take one value, or a list with one per seed (many experiments in one
+    call; run b is the same as a lone run with its seed and values).
 
     Returns the :func:`exact_stats` (without ``k3_sum``) of every run at steps 0,
     ``record_every``, ..., ``steps``: ``(R, S)`` each, and those ``steps`` ``(S,)``; plus
     ``clip_ratio`` ``(R, steps)`` (TRL's ``clip_ratio/region_mean``, mean over the mu steps) and
     the final ``logits`` ``(R, P, V+1)``. Chapter 13.
     """
-    from .loss import grpo_loss, importance_ratio
+    from .loss import IMPORTANCE_SAMPLING_LEVELS, grpo_loss, importance_ratio
     from .optim import Adam
 
     seeds = [int(s) for s in seeds]
+    R = len(seeds)
     steps, mu = check_int(steps, "steps", 1), check_int(num_iterations, "num_iterations", 1)
     G, groups = check_int(G, "G", 2), check_int(groups, "groups", 1)
     every = check_int(record_every, "record_every", 1)
-    R = len(seeds)
+    knobs = {}
+    for name, value in (("loss_type", loss_type), ("importance_sampling_level",
+                        importance_sampling_level), ("mask_truncated_completions",
+                        mask_truncated_completions), ("soft_punish_cache", soft_punish_cache)):
+        knobs[name] = list(value) if isinstance(value, list | tuple) else [value] * R
+        if len(knobs[name]) != R:
+            raise ValueError(f"{name} needs one value, or one per seed ({R}); got {len(value)}")
+    for lt, lv in zip(knobs["loss_type"], knobs["importance_sampling_level"], strict=True):
+        check_choice(lt, "loss_type", LOSS_TYPES)
+        check_choice(lv, "importance_sampling_level", IMPORTANCE_SAMPLING_LEVELS)
+    runs_of = {}  # (loss_type, level) -> the runs that use it: one grpo_loss call each
+    for b, key in enumerate(zip(knobs["loss_type"], knobs["importance_sampling_level"],
+                                strict=True)):
+        runs_of.setdefault(key, []).append(b)
+    runs_of = {k: torch.tensor(v) for k, v in runs_of.items()}
     gens = [torch.Generator().manual_seed(s) for s in seeds]
     theta = world.ref_logits.expand(R, -1, -1).clone().requires_grad_(True)  # (R, P, V+1)
     opt = Adam([theta], lr=lr)
     ref_lp = token_logps(world, world.ref_logits)  # (N, L)
-    r_all = rewards(world, soft_punish_cache)  # (N,)
-    keep = torch.from_numpy(~(world.truncated & mask_truncated_completions)).double()
-    level = loss_kwargs.get("importance_sampling_level", "token")
+    r_all = np.stack([rewards(world, c) for c in knobs["soft_punish_cache"]])  # (R, N)
+    keep = torch.from_numpy(np.stack([~(world.truncated & m)
+                                      for m in knobs["mask_truncated_completions"]])).double()
     eps = loss_kwargs.get("epsilon", 0.2)
     eps_high = loss_kwargs.get("epsilon_high") or eps
+    rows = torch.arange(R).unsqueeze(-1)
     history, clip = [], np.zeros((R, steps))
     for step in range(steps + 1):
         if step % every == 0 or step == steps:
@@ -334,21 +355,26 @@ def train_sequences(world: SequenceWorld, seeds, *, steps: int = 300, G: int = 8
         with torch.no_grad():
             idx = _draw(world, theta, gens, G * groups)  # (R, B)
             old_logp = token_logps(world, theta, idx)  # (R, B, L): pi_old = pi_theta now
-            mask = world.mask[idx] * keep[idx].unsqueeze(-1)  # (R, B, L)
-        adv = torch.from_numpy(trl_advantages(r_all[idx.numpy()], G, scale_rewards))  # (R, B)
+            mask = world.mask[idx] * keep[rows, idx].unsqueeze(-1)  # (R, B, L)
+        adv = torch.from_numpy(trl_advantages(r_all[rows.numpy(), idx.numpy()], G,
+                                              scale_rewards))  # (R, B)
         for _ in range(mu):
             logp = token_logps(world, theta, idx)  # (R, B, L), with gradient
-            loss = grpo_loss(logp, old_logp, ref_lp[idx], adv, mask, loss_type=loss_type,
-                             **loss_kwargs)  # (R,): one loss per run
+            total = 0.0
+            for (lt, lv), j in runs_of.items():
+                loss = grpo_loss(logp[j], old_logp[j], ref_lp[idx[j]], adv[j], mask[j],
+                                 loss_type=lt, importance_sampling_level=lv, **loss_kwargs)
+                total = total + loss.sum()  # (runs,) one loss per run: independent gradients
+                with torch.no_grad():  # TRL's clip_ratio/region_mean, at the ratio's level
+                    ratio = importance_ratio(logp[j], old_logp[j], mask[j], lv)
+                    A = adv[j].unsqueeze(-1)
+                    hit = ((ratio < 1 - eps) & (A < 0)) | ((ratio > 1 + eps_high) & (A > 0))
+                    weight = mask[j] if lv == "token" else torch.ones_like(ratio)
+                    clip[j.numpy(), step] += ((hit * weight).sum((-2, -1)) / weight.sum(
+                        (-2, -1)).clamp(min=1)).numpy() / mu
             opt.zero_grad()
-            loss.sum().backward()
+            total.backward()
             opt.step()
-            with torch.no_grad():  # TRL's clip_ratio/region_mean, at the ratio's level
-                ratio, A = importance_ratio(logp, old_logp, mask, level), adv.unsqueeze(-1)
-                hit = ((ratio < 1 - eps) & (A < 0)) | ((ratio > 1 + eps_high) & (A > 0))
-                weight = mask if level == "token" else torch.ones_like(ratio)
-                clip[:, step] += ((hit * weight).sum((-2, -1)) / weight.sum((-2, -1))
-                                  .clamp(min=1)).numpy() / mu
     out = {k: np.stack([h[k] for _, h in history], -1) for k in history[0][1]}
     return {**out, "steps": np.array([t for t, _ in history]), "clip_ratio": clip,
             "logits": theta.detach()}

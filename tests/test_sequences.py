@@ -241,3 +241,17 @@ def test_dr_grpo_update_is_a_constant_times_the_policy_gradient(world):
     upd = {lt: sq.exact_update(world, logits, 8, lt) for lt in ("grpo", "dapo", "dr_grpo")}
     assert cos(upd["dr_grpo"], grad_p) > 1 - 1e-12
     assert cos(upd["grpo"], grad_p) < 0.99 and cos(upd["dapo"], grad_p) < 1 - 1e-6
+
+
+def test_per_run_settings_equal_lone_runs(world):
+    mixed = sq.train_sequences(world, [3, 3, 3], steps=15, loss_type=["grpo", "dapo", "dapo"],
+                               mask_truncated_completions=[False, True, False],
+                               soft_punish_cache=[0, 0, 2], record_every=5)
+    for b, kw in enumerate(({"loss_type": "grpo"},
+                            {"loss_type": "dapo", "mask_truncated_completions": True},
+                            {"loss_type": "dapo", "soft_punish_cache": 2})):
+        lone = sq.train_sequences(world, [3], steps=15, record_every=5, **kw)
+        assert torch.equal(mixed["logits"][b], lone["logits"][0]), kw
+        assert np.array_equal(mixed["reward"][b], lone["reward"][0])
+    with pytest.raises(ValueError, match="loss_type"):
+        sq.train_sequences(world, [0, 1], steps=2, loss_type=["grpo"])
