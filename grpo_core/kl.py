@@ -14,7 +14,8 @@ so its expected gradient is ``pi * (k' - E_pi[k'])``:
 
 TRL 1.16's ``use_bias_correction_kl=True`` multiplies the estimate by the ratio pi/pi_old (value
 1, gradient not 0), which adds ``pi * (k - E_pi[k])``: the expected gradient becomes
-grad E_pi[k], i.e. grad KL(pi || pi_ref) for k1 and k3. With plain k3 in the loss, training heads
+grad E_pi[k], i.e. grad KL(pi || pi_ref) for k1 and k3 (ratio * k3 even has k2's gradient
+l(a) (onehot(a) - pi) at every sample). With plain k3 in the loss, training heads
 for the maximiser of E[r] - beta KL(pi_ref || pi) (:func:`k3_optimal_logits`), which keeps every
 answer above a floor (:func:`k3_floor`). Taught in chapter 12.
 """

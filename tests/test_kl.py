@@ -175,3 +175,18 @@ def test_check_k2(capsys):
     assert not gc.exercises.check_k2(lambda lp, ref: torch.exp(ref - lp) - (ref - lp) - 1)
     out = capsys.readouterr().out
     assert "k2: correct" in out and "hint" in out
+
+
+def test_ratio_times_k3_has_k2s_gradient_at_every_sample():
+    # d/dz [ratio * k3] = (k3 + 1 - e^-l) (e_a - pi) = l (e_a - pi) = d/dz k2: sample by sample
+    z = torch.tensor(_policies()[2], requires_grad=True)
+    ref_logp = torch.log_softmax(torch.tensor(REF), -1)
+    grads = []
+    for est, ratio in (("k2", False), ("k3", True)):
+        logp = torch.log_softmax(z, -1)
+        k = gc.kl_estimate(logp, ref_logp, est)
+        k = k * torch.exp(logp - logp.detach()) if ratio else k
+        rows = [torch.autograd.grad(k[:, a].sum(), z, retain_graph=True)[0]
+                for a in range(REF.shape[1])]
+        grads.append(torch.stack(rows).numpy())  # (a, P, A): the gradient of answer a's term
+    np.testing.assert_allclose(grads[0], grads[1], atol=1e-12)
