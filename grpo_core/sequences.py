@@ -252,12 +252,13 @@ def sample_batch(world: SequenceWorld, logits: torch.Tensor, B: int, generators,
                  *, mask_truncated_completions: bool = False, soft_punish_cache: int = 0) -> Batch:
     """Draw B completions per run from pi (logits ``(P, V+1)`` with one ``torch.Generator``,
     or ``(R, P, V+1)`` with a list of R), token by token until EOS or max_len tokens.
-    ``logp`` keeps logits' gradient. TRL's
-    ``mask_truncated_completions`` zeroes a truncated row's mask. Chapter 13."""
+    ``logp`` keeps logits' gradient. TRL's ``mask_truncated_completions`` zeroes a truncated
+    row's mask. Chapter 13."""
     B = check_int(B, "B", 1)
     gens = list(generators) if isinstance(generators, list | tuple) else [generators]
-    if not all(isinstance(g, torch.Generator) for g in gens) or len(gens) != max(
-            1, logits.shape[0] if logits.ndim == 3 else 1) or logits.ndim not in (2, 3):
+    R = logits.shape[0] if logits.ndim == 3 else 1
+    if logits.ndim not in (2, 3) or len(gens) != R or not all(
+            isinstance(g, torch.Generator) for g in gens):
         raise ValueError("generators must be one torch.Generator for logits (P, V+1), or a "
                          "list of R for logits (R, P, V+1)")
     with torch.no_grad():

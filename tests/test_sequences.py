@@ -255,3 +255,13 @@ def test_per_run_settings_equal_lone_runs(world):
         assert np.array_equal(mixed["reward"][b], lone["reward"][0])
     with pytest.raises(ValueError, match="loss_type"):
         sq.train_sequences(world, [0, 1], steps=2, loss_type=["grpo"])
+
+
+def test_token_by_token_sampler_draws_pi(tiny):
+    """Every completion's sampled frequency within 4 standard errors of pi(o)."""
+    logits = random_logits(tiny, 11)
+    n = 40_000
+    b = sq.sample_batch(tiny, logits, n, torch.Generator().manual_seed(3))
+    freq = np.bincount(b.idx.numpy(), minlength=len(tiny.length)) / n
+    p = sq.sequence_probs(tiny, logits).numpy()
+    assert np.all(np.abs(freq - p) < 4 * np.sqrt(p * (1 - p) / n) + 1e-12)
