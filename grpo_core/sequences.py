@@ -271,15 +271,16 @@ def sample_batch(world: SequenceWorld, logits: torch.Tensor, B: int, generators,
                  rewards(world, soft_punish_cache)[idx.numpy()], world.length[idx.numpy()], trunc)
 
 
-def _draw(world: SequenceWorld, logits: torch.Tensor, gens: list, B: int) -> torch.Tensor:
-    """B completions per run, token by token from ``logits (..., P, V+1)``: their numbers
-    ``(..., B)``. A prefix's number is that of the completion "prefix + EOS", so the walk needs
-    no lookup: appending token y to a prefix of t tokens numbered h gives
-    V (h - offset_t) + y + offset_{t+1}, with offset_t = sum_{k<t} V^k."""
+def _draw(world: SequenceWorld, logits: torch.Tensor, gens: list, B: int, u=None) -> torch.Tensor:
+    """B completions per run, token by token from ``logits (..., P, V+1)`` (uniforms ``u (R, B,
+    L)``, default: drawn from ``gens``): their numbers ``(..., B)``. A prefix's number is that
+    of the completion "prefix + EOS", so the walk needs no lookup: appending token y to a prefix
+    of t tokens numbered h gives V (h - offset_t) + y + offset_{t+1}, offset_t = sum_{k<t} V^k."""
     V = world.n_tokens
     table = logits.reshape(len(gens), -1, V + 1)  # (R, P, V+1)
-    u = torch.stack([torch.rand(B, world.max_len, generator=g, dtype=torch.float64)
-                     for g in gens])  # (R, B, L) one uniform per token
+    if u is None:
+        u = torch.stack([torch.rand(B, world.max_len, generator=g, dtype=torch.float64)
+                         for g in gens])  # (R, B, L) one uniform per token
     h = torch.zeros(u.shape[:2], dtype=torch.long)  # (R, B) the current prefix: empty
     done = torch.zeros(u.shape[:2], dtype=torch.bool)
     rows = torch.arange(len(gens)).unsqueeze(-1)
@@ -345,6 +346,8 @@ def train_sequences(world: SequenceWorld, seeds, *, steps: int = 300, G: int = 8
     eps = loss_kwargs.get("epsilon", 0.2)
     eps_high = loss_kwargs.get("epsilon_high") or eps
     rows = torch.arange(R).unsqueeze(-1)
+    uniforms = torch.stack([torch.rand(steps, G * groups, world.max_len, generator=g,
+                                       dtype=torch.float64) for g in gens], 1)  # (steps, R, B, L)
     history, clip = [], np.zeros((R, steps))
     for step in range(steps + 1):
         if step % every == 0 or step == steps:
@@ -354,8 +357,9 @@ def train_sequences(world: SequenceWorld, seeds, *, steps: int = 300, G: int = 8
         if step == steps:
             break
         with torch.no_grad():
-            idx = _draw(world, theta, gens, G * groups)  # (R, B)
-            old_logp = token_logps(world, theta, idx)  # (R, B, L): pi_old = pi_theta now
+            idx = _draw(world, theta, gens, G * groups, uniforms[step])  # (R, B)
+            # pi_old = pi_theta now; at mu = 1 grpo_loss takes logp.detach(), the same numbers
+            old_logp = token_logps(world, theta, idx) if mu > 1 else None  # (R, B, L)
             mask = world.mask[idx] * keep[rows, idx].unsqueeze(-1)  # (R, B, L)
         adv = torch.from_numpy(trl_advantages(r_all[rows.numpy(), idx.numpy()], G,
                                               scale_rewards))  # (R, B)
@@ -363,11 +367,14 @@ def train_sequences(world: SequenceWorld, seeds, *, steps: int = 300, G: int = 8
             logp = token_logps(world, theta, idx)  # (R, B, L), with gradient
             total = 0.0
             for (lt, lv), j in runs_of.items():
-                loss = grpo_loss(logp[j], old_logp[j], ref_lp[idx[j]], adv[j], mask[j],
+                old = None if old_logp is None else old_logp[j]
+                loss = grpo_loss(logp[j], old, ref_lp[idx[j]], adv[j], mask[j],
                                  loss_type=lt, importance_sampling_level=lv, **loss_kwargs)
                 total = total + loss.sum()  # (runs,) one loss per run: independent gradients
+                if old is None:
+                    continue  # mu = 1: the ratio is exactly 1, nothing is clipped
                 with torch.no_grad():  # TRL's clip_ratio/region_mean, at the ratio's level
-                    ratio = importance_ratio(logp[j], old_logp[j], mask[j], lv)
+                    ratio = importance_ratio(logp[j], old, mask[j], lv)
                     A = adv[j].unsqueeze(-1)
                     hit = ((ratio < 1 - eps) & (A < 0)) | ((ratio > 1 + eps_high) & (A > 0))
                     weight = mask[j] if lv == "token" else torch.ones_like(ratio)
