@@ -265,3 +265,18 @@ def test_token_by_token_sampler_draws_pi(tiny):
     freq = np.bincount(b.idx.numpy(), minlength=len(tiny.length)) / n
     p = sq.sequence_probs(tiny, logits).numpy()
     assert np.all(np.abs(freq - p) < 4 * np.sqrt(p * (1 - p) / n) + 1e-12)
+
+
+def test_chapter_13_checker_accepts_the_solution_and_rejects_dapo(capsys):
+    def solution(per_token, mask, loss_type, max_completion_length):
+        masked = per_token * mask
+        if loss_type == "grpo":
+            return (masked.sum(-1) / mask.sum(-1)).mean()
+        return masked.sum() / (mask.shape[0] * max_completion_length)
+
+    def token_mean(per_token, mask, loss_type, max_completion_length):
+        return (per_token * mask).sum() / mask.sum()  # "dapo" for both: wrong
+
+    assert gc.exercises.check_aggregation(solution)
+    assert not gc.exercises.check_aggregation(token_mean)
+    assert "differs" in capsys.readouterr().out
