@@ -190,3 +190,44 @@ def test_ratio_times_k3_has_k2s_gradient_at_every_sample():
                 for a in range(REF.shape[1])]
         grads.append(torch.stack(rows).numpy())  # (a, P, A): the gradient of answer a's term
     np.testing.assert_allclose(grads[0], grads[1], atol=1e-12)
+
+
+def test_train_kl_exact_matches_train_batch_and_ratio_k3_matches_k2():
+    seeds = np.arange(4)
+    logits, reward, kl_curve = kl.train_kl(R, REF, seeds, beta=0.5, kl_estimator="exact",
+                                           steps=40)
+    ref_run = gc.train_batch(R, None, REF, seeds, beta=0.5, normalise=False, steps=40)
+    # same uniforms, same loss; train_batch's float32 advantages sum to ~1e-7, not 0, and Adam's
+    # first steps (g / (|g| + 1e-8)) turn that into small moves of undrawn answers' logits
+    np.testing.assert_allclose(reward, ref_run.reward, atol=5e-3)
+    np.testing.assert_allclose(kl_curve, ref_run.kl, atol=5e-3)
+    assert reward.shape == kl_curve.shape == (4, 41) and logits.shape == (4,) + R.shape
+    k2 = kl.train_kl(R, REF, seeds, beta=1.0, kl_estimator="k2", steps=40)[0]
+    k3r = kl.train_kl(R, REF, seeds, beta=1.0, kl_estimator="k3", use_bias_correction_kl=True,
+                      steps=40)[0]
+    np.testing.assert_allclose(k2, k3r, atol=1e-9)
+
+
+def test_train_kl_leashes_except_k1_in_the_loss():
+    seeds = np.tile(np.arange(8), 5)
+    est = np.repeat(["exact", "exact", "k1", "k3", "k1"], 8)
+    where = np.repeat(["loss", "loss", "loss", "loss", "reward"], 8)
+    beta = np.repeat([0.0, 2.0, 2.0, 2.0, 2.0], 8)
+    _, _, kl_curve = kl.train_kl(R, REF, seeds, beta=beta, kl_estimator=est, kl_in=where,
+                                 baseline=np.repeat(["group"] * 4 + ["loo"], 8), steps=150)
+    final = kl_curve[:, -1].reshape(5, 8).mean(-1)  # no KL, exact, k1, k3, k1 in the reward
+    assert final[2] > 0.85 * final[0]  # k1 in the loss: hardly any pull
+    assert np.all(final[[1, 3, 4]] < 0.3 * final[0])  # the others leash
+
+
+def test_train_kl_bad_inputs():
+    with pytest.raises(ValueError, match="kl_in"):
+        kl.train_kl(R, REF, [0], beta=0.5, kl_estimator="exact", kl_in="reward", steps=1)
+    with pytest.raises(ValueError, match="kl_estimator"):
+        kl.train_kl(R, REF, [0], beta=0.5, kl_estimator="k4", steps=1)
+    with pytest.raises(ValueError, match="baseline"):
+        kl.train_kl(R, REF, [0], beta=0.5, kl_estimator="k1", baseline="batch", steps=1)
+    with pytest.raises(ValueError, match="beta"):
+        kl.train_kl(R, REF, [0, 1], beta=[0.5, -1.0], kl_estimator="k1", steps=1)
+    with pytest.raises(ValueError):
+        kl.train_kl(R, REF, [0, 1, 2], beta=[0.5, 1.0], kl_estimator="k1", steps=1)
