@@ -13,6 +13,7 @@ and whose last word is ``a``. Taught in chapter 13.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,7 +78,8 @@ def make_sequence_world(n_tokens: int = 3, max_len: int = 6, *, seed: int = 0,
                          np.array([r[2] for r in rows]), np.array([r[3] for r in rows]), ref)
 
 
-def token_logps(world: SequenceWorld, logits: torch.Tensor, idx=None) -> torch.Tensor:
+def token_logps(world: SequenceWorld, logits: torch.Tensor,
+                idx: torch.Tensor | None = None) -> torch.Tensor:
     """log pi of each token of each completion, 0 on padding: ``(..., P, V+1) -> (..., N, L)``,
     or of the completions ``idx (..., B)`` only: ``(..., B, L)``. Differentiable. Chapter 13."""
     if logits.shape[-2:] != world.ref_logits.shape:
@@ -129,7 +131,8 @@ def exact_stats(world: SequenceWorld, logits: torch.Tensor, soft_punish_cache: i
     return out
 
 
-def _stats(world, logits, lp, ref_seq_logp, r) -> dict:
+def _stats(world: SequenceWorld, logits: torch.Tensor, lp: torch.Tensor,
+           ref_seq_logp: torch.Tensor, r: np.ndarray) -> dict:
     """:func:`exact_stats` from token log-probs ``lp (..., N, L)`` and rewards ``r`` ``(N,)`` or
     ``(..., N)``, without ``k3_sum``."""
     seq = lp.sum(-1)
@@ -149,7 +152,7 @@ def _stats(world, logits, lp, ref_seq_logp, r) -> dict:
     return {k: v.numpy() for k, v in out.items()}
 
 
-def _prefix_sites(world):
+def _prefix_sites(world: SequenceWorld) -> tuple[torch.Tensor, torch.Tensor]:
     """For each prefix h, one (completion, position) where it is the context: ``(P,), (P,)``."""
     n, t = np.nonzero(world.mask.numpy())
     h = world.prefix.numpy()[n, t]
@@ -248,7 +251,8 @@ class Batch:
     truncated: np.ndarray
 
 
-def sample_batch(world: SequenceWorld, logits: torch.Tensor, B: int, generators,
+def sample_batch(world: SequenceWorld, logits: torch.Tensor, B: int,
+                 generators: torch.Generator | Sequence[torch.Generator],
                  *, mask_truncated_completions: bool = False, soft_punish_cache: int = 0) -> Batch:
     """Draw B completions per run from pi (logits ``(P, V+1)`` with one ``torch.Generator``,
     or ``(R, P, V+1)`` with a list of R), token by token until EOS or max_len tokens.
@@ -271,7 +275,8 @@ def sample_batch(world: SequenceWorld, logits: torch.Tensor, B: int, generators,
                  rewards(world, soft_punish_cache)[idx.numpy()], world.length[idx.numpy()], trunc)
 
 
-def _draw(world: SequenceWorld, logits: torch.Tensor, gens: list, B: int, u=None) -> torch.Tensor:
+def _draw(world: SequenceWorld, logits: torch.Tensor, gens: list, B: int,
+          u: torch.Tensor | None = None) -> torch.Tensor:
     """B completions per run, token by token from ``logits (..., P, V+1)`` (uniforms ``u (R, B,
     L)``, default: drawn from ``gens``): their numbers ``(..., B)``. A prefix's number is that
     of the completion "prefix + EOS", so the walk needs no lookup: appending token y to a prefix
@@ -294,11 +299,13 @@ def _draw(world: SequenceWorld, logits: torch.Tensor, gens: list, B: int, u=None
     return h.reshape(*logits.shape[:-2], B)  # after max_len tokens without EOS: truncated
 
 
-def train_sequences(world: SequenceWorld, seeds, *, steps: int = 300, G: int = 8,
-                    groups: int = 1, lr: float = 0.02, loss_type="dapo", num_iterations: int = 1,
-                    scale_rewards: str = "group", importance_sampling_level="token",
-                    mask_truncated_completions=False, soft_punish_cache=0,
-                    record_every: int = 1, **loss_kwargs) -> dict:
+def train_sequences(world: SequenceWorld, seeds: Iterable[int], *, steps: int = 300, G: int = 8,
+                    groups: int = 1, lr: float = 0.02, loss_type: str | Sequence[str] = "dapo",
+                    num_iterations: int = 1, scale_rewards: str = "group",
+                    importance_sampling_level: str | Sequence[str] = "token",
+                    mask_truncated_completions: bool | Sequence[bool] = False,
+                    soft_punish_cache: int | Sequence[int] = 0, record_every: int = 1,
+                    **loss_kwargs) -> dict:
     """GRPO in the sequence world, R = len(seeds) independent runs at once: per step, sample
     ``groups`` groups of G completions per run (``torch.Generator().manual_seed(seed)``), TRL's
     advantages, then ``num_iterations`` (mu) Adam steps on that batch through
