@@ -7,7 +7,7 @@ give that prediction for free: subtract their mean, divide by their std.
     A_i = (r_i - mean(r)) / std(r)            (outcome supervision, eq. in section 4.1.2)
 
 Beside it, the baselines the book compares it with: none, leave-one-out (RLOO), one mean over
-the whole batch (the wrong one), and a critic's value.
+the whole batch, and a critic's value.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ._validate import check_array, check_choice, check_int
 #: The advantage kinds :func:`advantages` and :func:`grpo_core.grad_variance` accept.
 KINDS = ("none", "group", "group_norm", "loo", "batch", "batch_norm", "critic")
 
-EPS = 1e-8  # added to the std, as in the seed script (TRL uses 1e-4)
+EPS = 1e-8  # added to the std (TRL uses 1e-4)
 
 
 def _all_equal(r: np.ndarray) -> np.ndarray:
@@ -33,7 +33,7 @@ def group_advantages(r: np.ndarray, normalise: bool = True, *, ddof: int = 0) ->
     Args:
         r: ``(..., P, G)`` rewards, one group of G per prompt (the last axis is the group).
         normalise: divide by the group's std (+1e-8). False gives the plain group-mean baseline.
-        ddof: 0 for the population std (NumPy's default, the seed script's), 1 for Bessel's
+        ddof: 0 for the population std (NumPy's default, this book's), 1 for Bessel's
             correction (TRL, verl). Same signs, different scale.
 
     Returns:
@@ -70,7 +70,7 @@ def loo_advantages(r: np.ndarray) -> np.ndarray:
 
 
 def batch_advantages(r: np.ndarray, normalise: bool = True) -> np.ndarray:
-    """The WRONG baseline for GRPO: one mean (and std) over the whole batch, ignoring prompts.
+    """One mean (and std) over the whole batch, ignoring prompts: unbiased in direction, noisier.
 
     ``r: (..., P, G) -> (..., P, G)``; the statistics run over the last two axes.
     A hard prompt's answers then all get negative advantages. Taught in chapter 7.

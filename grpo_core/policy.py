@@ -2,8 +2,9 @@
 
 For a sampled answer ``a`` with advantage ``A``, the gradient of ``A * log pi(a)`` with respect
 to that prompt's logits is exactly ``A * (onehot(a) - probs)``. The estimator averages it over the
-G answers of each group. Everything else in GRPO only changes what ``A`` is
-(DeepSeekMath, arXiv 2402.03300, section 4).
+G answers of each group. With one update per batch and an exact KL, GRPO is this estimator
+with the group advantage as ``A``, plus a KL term (DeepSeekMath, arXiv 2402.03300, section 4);
+the ratio and clip of the general objective are chapter 10's.
 
 Everything here is vectorised: no Python loop over prompts, samples or repeats.
 """
@@ -63,7 +64,7 @@ def sample_group(
     Args:
         logits: ``(P, A)`` policy logits.
         G: group size, an integer >= 1.
-        rng: the generator; consumed exactly as the seed script's per-prompt
+        rng: the generator; consumed exactly as a per-prompt
             ``rng.choice(A, size=G, p=probs[p])`` loop consumes it.
         repeats: if given, draw that many independent groups at once.
 

@@ -3,7 +3,7 @@
 The variance ``E||g - E g||^2`` over independent gradient estimates is what a baseline buys
 down (DeepSeekMath, arXiv 2402.03300, section 4: GRPO's group mean replaces PPO's critic as the
 baseline). All repeats are drawn in one array operation; the generator is consumed exactly as
-the seed script's loop of ``sample_group`` calls consumes it.
+a loop of ``sample_group`` calls would consume it.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def grad_variance(
     repeats: int = 400,
     critic_value: np.ndarray | None = None,
 ) -> float:
-    """``E||g - E g||^2`` over ``repeats`` independent gradient estimates (the seed's measure).
+    """``E||g - E g||^2`` over ``repeats`` independent gradient estimates (chapter 2's measure).
 
     Args:
         logits, rewards: ``(P, A)``. rng: consumed as ``repeats`` calls of ``sample_group``.
@@ -67,7 +67,7 @@ def cos_mean_grad(
 ) -> float:
     """Cosine between the mean gradient with no baseline and with the group-mean baseline.
 
-    Both means use ``repeats`` estimates from ``default_rng(seed)``, as the seed script does.
+    Both means use ``repeats`` estimates from ``default_rng(seed)``.
     The exact cosine is 1 (see :func:`grpo_core.exact.exact_moments`); the printed 0.996 is
     Monte-Carlo noise. Taught in chapter 2.
     """

@@ -1,8 +1,9 @@
-"""The toy world: 6 maths prompts, 12 candidate answers each, a verifier's reward.
+"""The toy world: 6 maths prompts, 12 candidate answers each, a fixed table of rewards.
 
-The reward is *direct* (a verifier grades each answer), not a learned reward model: the setting
-GRPO was introduced for (DeepSeekMath, arXiv 2402.03300, section 4). Prompts differ in difficulty:
-prompt 0 is easy (most answers score well), prompt 5 is hard (almost nothing does).
+The table plays a *perfect* verifier: the reward is the truth. (DeepSeekMath, arXiv 2402.03300,
+section 4, introduced GRPO with a learned reward model; DeepSeek-R1 used rule-based verifiers.)
+Prompts differ in difficulty, here a reward *scale*: prompt 0 is easy (its answers can score up
+to 10), prompt 5 is hard (nothing scores above 2).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 from ._validate import check_rng
 
 N_PROMPTS, N_ANSWERS, D_EMB = 6, 12, 8
-BETA = 0.02  # KL coefficient of the happy path (the seed script's default)
+BETA = 0.02  # the book's KL coefficient (TRL defaults to 0.0, DeepSeekMath used 0.04)
 
 
 def make_world(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -41,7 +42,7 @@ def reference_logits(rng: np.random.Generator) -> np.ndarray:
     """The frozen reference (SFT) policy's logits, ``(P, A)``, drawn from N(0, 0.5).
 
     Not uniform: the reference already has opinions. Draw it right after :func:`make_world`
-    from the same generator, as the seed script does. Taught in chapter 1.
+    from the same generator. Taught in chapter 1.
     """
     rng = check_rng(rng)
     return rng.normal(0, 0.5, (N_PROMPTS, N_ANSWERS))
