@@ -187,16 +187,22 @@ def trl_advantages(rewards, num_generations: int, scale_rewards: str = "group") 
 def reward_metrics(rewards, num_generations: int, scale_rewards: str = "group") -> dict:
     """TRL's logged reward metrics of one batch ``rewards (B,)``: ``reward`` (mean),
     ``reward_std`` (Bessel std of the batch), ``frac_reward_zero_std`` (the fraction of
-    completions whose std, the group's or for "batch" the batch's, is 0). Chapter 11."""
+    completions whose std, the group's or for "batch" the batch's, is 0). With leading run
+    dimensions ``(..., B)`` each value is an array ``(...)``. Chapter 11."""
     r = np.asarray(rewards, dtype=np.float64)
     G = check_int(num_generations, "num_generations", 2)
     check_choice(scale_rewards, "scale_rewards", SCALE_REWARDS)
     if scale_rewards == "batch":
-        zero = float(np.isclose(r.std(ddof=1), 0.0))
+        zero = np.isclose(r.std(-1, ddof=1), 0.0).astype(float)
     else:
-        zero = float(np.isclose(r.reshape(-1, G).std(-1, ddof=1), 0.0).mean())
-    return {"reward": float(r.mean()), "reward_std": float(r.std(ddof=1)),
-            "frac_reward_zero_std": zero}
+        groups = r.reshape(*r.shape[:-1], -1, G)
+        zero = np.isclose(groups.std(-1, ddof=1), 0.0).mean(-1)
+    return {"reward": _scalar(r.mean(-1)), "reward_std": _scalar(r.std(-1, ddof=1)),
+            "frac_reward_zero_std": _scalar(zero)}
+
+
+def _scalar(x: np.ndarray) -> float | np.ndarray:
+    return float(x) if np.ndim(x) == 0 else np.asarray(x)
 
 
 def clip_metrics(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
@@ -204,16 +210,17 @@ def clip_metrics(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tens
     """TRL's ``clip_ratio/low_mean``, ``high_mean``, ``region_mean``: the fraction of tokens
     whose ratio ``(B, T)`` (or ``(B, 1)`` per sequence) lies outside the clip range *on the side
     where the clip binds* (below 1 - epsilon with A < 0, above 1 + epsilon_high with A > 0).
-    A masked mean over tokens (over sequences for a per-sequence ratio). Chapter 10."""
+    A masked mean over tokens (over sequences for a per-sequence ratio); with leading run
+    dimensions ``(..., B, T)`` each value is an array ``(...)``. Chapter 10."""
     epsilon_high = epsilon if epsilon_high is None else epsilon_high
     A = advantages.unsqueeze(-1)
-    low = ((ratio < 1 - epsilon) & (A < 0)).float()
-    high = ((ratio > 1 + epsilon_high) & (A > 0)).float()
+    low = ((ratio < 1 - epsilon) & (A < 0)).double()
+    high = ((ratio > 1 + epsilon_high) & (A > 0)).double()
     region = torch.maximum(low, high)
-    weight = torch.ones_like(ratio) if ratio.shape[-1] == 1 else mask
+    weight = torch.ones_like(low) if ratio.shape[-1] == 1 else mask.double()
 
-    def mean(x: torch.Tensor) -> float:
-        return float((x * weight).sum() / weight.sum().clamp(min=1))
+    def mean(x: torch.Tensor):
+        return _scalar(((x * weight).sum((-2, -1)) / weight.sum((-2, -1)).clamp(min=1)).numpy())
 
     return {"clip_ratio/low_mean": mean(low), "clip_ratio/high_mean": mean(high),
             "clip_ratio/region_mean": mean(region)}
