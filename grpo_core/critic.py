@@ -1,8 +1,10 @@
 """The critic that GRPO deletes: a small MLP from a prompt's embedding to a value (PPO's baseline).
 
 In a real run the critic is a second network the size of the policy, with its own optimiser
-state. Here it is 8 -> 16 -> 1 with a tanh: 161 parameters against the policy's 72 logits.
-DeepSeekMath (arXiv 2402.03300, section 4.1) motivates GRPO by dropping it.
+state, and it predicts a value per *token*, V(q, o_<t), combined by GAE; with one-token answers
+that reduces to one value per prompt. Here it is 8 -> 16 -> 1 with a tanh: 161 parameters against
+the policy's 72 logits. DeepSeekMath (arXiv 2402.03300, section 4.1) drops it for its memory and
+compute, and because a reward given only at the last token makes a per-token value hard to train.
 """
 
 from __future__ import annotations
