@@ -17,7 +17,9 @@ TRL 1.16's ``use_bias_correction_kl=True`` multiplies the estimate by the ratio 
 grad E_pi[k], i.e. grad KL(pi || pi_ref) for k1 and k3 (ratio * k3 even has k2's gradient
 l(a) (onehot(a) - pi) at every sample). With plain k3 in the loss, training heads
 for the maximiser of E[r] - beta KL(pi_ref || pi) (:func:`k3_optimal_logits`), which keeps every
-answer above a floor (:func:`k3_floor`). Taught in chapter 12.
+answer above a floor (:func:`k3_floor`). :func:`train_kl` trains tabular runs with each KL term
+(in the loss through :func:`grpo_core.grpo_loss`, or k1 in the reward as RLOO does). Taught in
+chapter 12.
 """
 
 from __future__ import annotations
