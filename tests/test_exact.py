@@ -38,6 +38,11 @@ def test_multisets_count_and_sum():
 
 @pytest.mark.parametrize("G", [1, 2, 3, 5])
 def test_multinomial_weights_sum_to_one_and_none_is_unbiased(G):
+    from grpo_core.exact import _multiset_table
+
+    counts, log_coef = _multiset_table(R.shape[1], G)
+    weights = np.exp(log_coef + counts @ gc.log_softmax(REF).T)  # (M, P): every group's probability
+    np.testing.assert_allclose(weights.sum(axis=0), 1.0, rtol=1e-12)
     m = gc.exact_moments(REF, R, G, "none")
     np.testing.assert_allclose(m.mean, gc.true_gradient(REF, R), atol=1e-12)
 
