@@ -41,7 +41,7 @@ def test_multinomial_weights_sum_to_one_and_none_is_unbiased(G):
     from grpo_core.exact import _multiset_table
 
     counts, log_coef = _multiset_table(R.shape[1], G)
-    weights = np.exp(log_coef + counts @ gc.log_softmax(REF).T)  # (M, P): every group's probability
+    weights = np.exp(log_coef[:, None] + counts @ gc.log_softmax(REF).T)  # (M, P)
     np.testing.assert_allclose(weights.sum(axis=0), 1.0, rtol=1e-12)
     m = gc.exact_moments(REF, R, G, "none")
     np.testing.assert_allclose(m.mean, gc.true_gradient(REF, R), atol=1e-12)
