@@ -45,19 +45,18 @@ def _centred(probs: np.ndarray, f: np.ndarray) -> np.ndarray:
 
 
 def kl_estimate_table(logits: np.ndarray, ref_logits: np.ndarray, estimator: str) -> np.ndarray:
-    """Each estimator's value at every answer, ``(..., P, A)``, as TRL computes it per token.
+    """Each estimator's value at every answer, ``(..., P, A)``: :func:`grpo_core.kl_estimate`
+    (TRL's per-token formulas) applied to every answer as if it had been sampled.
 
     With ``l = log pi - log pi_ref``: k1 = l, k2 = l**2 / 2, k3 = exp(-l) + l - 1 (never
     negative). ``logits (..., P, A), ref_logits (P, A)``. Taught in chapter 12.
     """
+    import torch
+
     logits, ref_logits = _inputs(logits, ref_logits)
     check_choice(estimator, "estimator", KL_ESTIMATORS)
-    ell = log_softmax(logits) - log_softmax(ref_logits)  # (..., P, A)
-    if estimator == "k1":
-        return ell
-    if estimator == "k2":
-        return ell**2 / 2
-    return np.expm1(-ell) + ell  # exp(-l) - 1 + l, accurate near l = 0
+    logp = torch.from_numpy(log_softmax(logits))  # (..., P, A)
+    return kl_estimate(logp, torch.from_numpy(log_softmax(ref_logits)), estimator).numpy()
 
 
 def expected_kl_estimate(logits: np.ndarray, ref_logits: np.ndarray,
