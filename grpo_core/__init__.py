@@ -71,6 +71,7 @@ from .kl import (
     kl_estimate_table,
     kl_frontier,
     kl_ref_pi,
+    train_kl,
 )
 from .loss import (
     IMPORTANCE_SAMPLING_LEVELS,
@@ -117,4 +118,5 @@ __all__ = [
     "alignment", "reward_std",
     "expected_kl_estimate", "expected_kl_estimate_grad", "grad_kl_pi_ref", "grad_kl_ref_pi",
     "k3_floor", "k3_lambda", "k3_optimal_logits", "kl_estimate_table", "kl_frontier", "kl_ref_pi",
+    "train_kl",
 ]
