@@ -19,3 +19,22 @@ def pytest_configure(config):
     name = getattr(config.option, "nbval_sanitize_with", None)
     if name and not Path(name).is_absolute():
         config.option.nbval_sanitize_with = str(config.rootpath / name)
+
+
+# --- the slowest notebooks (and test files), summed over their items; works under pytest-xdist,
+# whose controller receives every worker's reports. ---
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _FILE_SECONDS:
+        return
+    slowest = sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:10]
+    terminalreporter.write_sep("=", "slowest files (seconds summed over setup, call, teardown)")
+    for path, seconds in slowest:
+        terminalreporter.write_line(f"{seconds:7.1f} s  {path}")

@@ -49,9 +49,15 @@ def _label(value: Any, fmt: str | None) -> str:
 
 
 def _png(fig, dpi: int) -> bytes:
+    """The figure as a 256-colour palette PNG (about a third of the RGBA bytes; every frame is
+    inlined in the page)."""
+    from PIL import Image
+
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
-    return buf.getvalue()
+    out = io.BytesIO()
+    Image.open(buf).convert("RGB").quantize(256).save(out, "PNG", optimize=True)
+    return out.getvalue()
 
 
 class SliderView:
@@ -95,12 +101,13 @@ class SliderView:
                 f'<label style="display:block;margin:0.2em 0">{html.escape(p)} '
                 f'<input type="range" class="grpo-slider-input" data-param="{html.escape(p)}" '
                 f'min="0" max="{len(values) - 1}" step="1" value="{i0}" '
+                f'aria-valuetext="{html.escape(f"{p} = {self.labels[p][i0]}", quote=True)}" '
                 f'data-labels="{labels}" style="width:16em;vertical-align:middle"> '
                 f'<output class="grpo-slider-value" data-param="{html.escape(p)}">'
                 f'{html.escape(self.labels[p][i0])}</output></label>')
         start = self.frame_key(self.initial)
         for key, png in self.frames.items():
-            shown = "" if key == start else " hidden"
+            shown = "" if key == start else ' hidden="hidden"'  # JupyterLab drops a bare `hidden`
             desc = html.escape(f"{self.alt} ({key.replace(';', ', ')})", quote=True)
             parts.append(
                 f'<img class="grpo-slider-frame" data-key="{html.escape(key, quote=True)}" '
@@ -165,6 +172,7 @@ _SCRIPT = """<script>
     inputs.forEach(function (inp) {
       var label = JSON.parse(inp.dataset.labels)[Number(inp.value)];
       root.querySelector('output[data-param="' + inp.dataset.param + '"]').textContent = label;
+      inp.setAttribute("aria-valuetext", inp.dataset.param + " = " + label);
       parts.push(inp.dataset.param + "=" + label);
     });
     var key = parts.join(";");

@@ -16,7 +16,8 @@ BOOK = ROOT / "book"
 
 # The README's two set-up commands; .ci/run runs the test command exactly as written.
 INSTALL_AND_BUILD = (
-    "python3.11 -m venv .venv && .venv/bin/pip install -r requirements.txt"
+    "python3.11 -m venv .venv && .venv/bin/pip install -r requirements.txt -c constraints.txt"
+    " --extra-index-url https://download.pytorch.org/whl/cpu"
     " && .venv/bin/jupyter-book build . -W -n --keep-going"
 )
 TEST_COMMAND = ".venv/bin/python -m pytest"
@@ -143,11 +144,12 @@ def test_run_notebooks_stores_outputs_deterministically(tmp_path, run_notebooks,
     first = path.read_text(encoding="utf-8")
     nb = nbformat.reads(first, as_version=4)
     nbformat.validate(nb)
-    assert [cell.id for cell in nb.cells] == ids
+    assert [cell.id for cell in nb.cells] == [run_notebooks.COLAB_CELL_ID, *ids]
+    assert nb.cells[0].outputs == []  # the guarded install cell: silent where grpo_core imports
     assert "widgets" not in nb.metadata
-    assert nb.cells[0].outputs[0]["text"] == f"{tmp_path.name} 1\n"
-    assert nb.cells[1].outputs[0]["data"][WIDGET_VIEW]["model_id"] == f"{ids[1]}-0"
-    assert nb.cells[2].outputs[0]["data"]["text/plain"] == "45"
+    assert nb.cells[1].outputs[0]["text"] == f"{tmp_path.name} 1\n"
+    assert nb.cells[2].outputs[0]["data"][WIDGET_VIEW]["model_id"] == f"{ids[1]}-0"
+    assert nb.cells[3].outputs[0]["data"]["text/plain"] == "45"
     assert "updated" in capsys.readouterr().out
 
     assert run_notebooks.main([str(path)]) == 0
@@ -165,3 +167,24 @@ def test_run_notebooks_fails_loudly_and_leaves_a_broken_notebook_untouched(
     assert path.read_text(encoding="utf-8") == before
     assert "FAILED" in capsys.readouterr().out
     assert json.loads(before)["metadata"]["widgets"]  # not even the metadata was rewritten
+
+
+def test_every_notebook_starts_with_the_colab_install_cell(run_notebooks):
+    """Colab opens one notebook without the repository: its first cell installs grpo_core when it
+    is missing. tools/run_notebooks.py inserts and refreshes that cell; the page never shows it."""
+    expected = run_notebooks.colab_cell_source()
+    for path in sorted(BOOK.glob("*.ipynb")):
+        first = nbformat.read(path, as_version=4).cells[0]
+        assert first.get("id") == run_notebooks.COLAB_CELL_ID, (
+            f"{path.name}: regenerate it with tools/run_notebooks.py (adds the Colab cell)")
+        assert first.cell_type == "code" and first.source == expected, path.name
+        assert "remove-cell" in first.metadata.get("tags", []), path.name
+        assert first.get("outputs") == [], f"{path.name}: the install cell printed something"
+
+
+def test_colab_cell_installs_this_repository_without_dependencies(run_notebooks):
+    repo = load_yaml("_config.yml")["repository"]
+    source = run_notebooks.colab_cell_source()
+    assert f'"grpo-core @ git+{repo["url"]}@{repo["branch"]}"' in source
+    assert 'if importlib.util.find_spec("grpo_core") is None:' in source
+    assert "--no-deps" in source

@@ -13,6 +13,8 @@ every `file:` entry), checks that:
 - no JavaScript exception is thrown (apart from a short, commented allowlist of offline noise);
 - no file of the book itself (a request to the local server) is missing;
 - ids are unique on the page;
+- no raw TeX (`\\(`, `\\[`, `$$`, `\\frac`, ...) is visible outside code once MathJax (served by
+  the site itself, so this holds offline) has typeset the page;
 - a notebook page has a Binder launch button that opens it in JupyterLab;
 - every kernel-free slider (grpo_core.viz.slider; contract in its module docstring) works: its
   range inputs are moved, one at a time (value set + an `input` event, as a drag does), through
@@ -108,6 +110,31 @@ JS_IMAGES = """async () => {
     what: (img.getAttribute("data-key") ? "frame " + img.getAttribute("data-key") + " of "
            + (img.closest(".grpo-slider") || {}).id : (img.getAttribute("src") || "").slice(0, 80)),
   }));
+}"""
+
+# In the page: wait for MathJax to typeset (the site serves its own copy: no CDN), then return
+# the visible prose text that still holds TeX delimiters (code blocks and typeset math excluded).
+JS_RAW_TEX = r"""async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+  }
+  const scope = document.querySelector("article") || document.querySelector("main")
+    || document.body;
+  const skip = "pre, code, script, style, mjx-container, .MathJax, textarea";
+  const walker = document.createTreeWalker(scope, NodeFilter.SHOW_TEXT);
+  const found = [];
+  const tex = /\\\(|\\\)|\\\[|\\\]|\$\$|\\begin\{|\\frac|\\mathrm/;
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement;
+    if (!el || el.closest(skip) || !el.checkVisibility()) { continue; }
+    const m = n.textContent.match(tex);
+    if (m) {
+      const i = n.textContent.indexOf(m[0]);
+      found.push(n.textContent.slice(Math.max(0, i - 30), i + 50).replace(/\s+/g, " "));
+    }
+  }
+  return {mathjax: !!(window.MathJax && MathJax.version), version: (window.MathJax || {}).version
+          || null, raw: found};
 }"""
 
 JS_DUPLICATE_IDS = """() => {
@@ -296,6 +323,11 @@ def check_page(page, base: str, name: str, errors: list[str], bad_requests: list
     for img in images:
         if not img["ok"] and not img["external"]:
             result.fail(f"image did not load: {img['what']}")
+    tex = page.evaluate(JS_RAW_TEX)
+    for snippet in tex["raw"][:5]:
+        result.fail(f"raw TeX visible (MathJax {tex['version'] or 'not loaded'}): ...{snippet}...")
+    if len(tex["raw"]) > 5:
+        result.fail(f"... and {len(tex['raw']) - 5} more text node(s) with raw TeX")
     dups = page.evaluate(JS_DUPLICATE_IDS)
     if dups:
         result.fail(f"duplicate ids: {', '.join(dups)}")

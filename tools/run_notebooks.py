@@ -15,6 +15,10 @@ without a kernel is a slider that moves and changes nothing. The static page sho
 kernel-free text/html twin of each slider instead (see nb_mime_priority_overrides in
 _config.yml); in Jupyter/Binder the cells are run again and the live widgets appear.
 
+Each notebook gets (or has refreshed) a first cell, tagged `remove-cell`, that installs grpo_core
+from the repository when it is not importable (Colab opens a single notebook without the
+repository); elsewhere it does nothing and prints nothing.
+
 A notebook that fails is reported and left untouched; the exit status is then 1.
 """
 
@@ -58,6 +62,45 @@ def ensure_cell_ids(nb) -> None:
             used.add(new)
 
 
+COLAB_CELL_ID = "colab-install"
+
+
+def colab_cell_source() -> str:
+    """The guarded first cell: installs grpo_core from the repository (_config.yml's url and
+    branch) when it is not importable, as in Colab, which opens one notebook alone; does nothing
+    and prints nothing where it is installed (a local venv, Binder, the tests)."""
+    import yaml
+
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]
+    url = f"git+{repo['url'].rstrip('/')}@{repo['branch']}"
+    return (
+        "# Colab, or any Python without this book's package: install grpo_core from the\n"
+        "# repository. --no-deps keeps the runtime's own numpy, torch, matplotlib, ipywidgets.\n"
+        "import importlib\n"
+        "import importlib.util\n"
+        "\n"
+        'if importlib.util.find_spec("grpo_core") is None:\n'
+        f'    %pip install --quiet --no-deps "grpo-core @ {url}"\n'
+        "    importlib.invalidate_caches()"
+    )
+
+
+def ensure_colab_cell(nb) -> None:
+    """Insert the guarded install cell first, or refresh it in place (idempotent). Tagged
+    `remove-cell`: the page never shows it."""
+    import nbformat
+
+    cells = [c for c in nb.cells if c.get("id") == COLAB_CELL_ID]
+    if cells:
+        cell = cells[0]
+        nb.cells.remove(cell)
+    else:
+        cell = nbformat.v4.new_code_cell(id=COLAB_CELL_ID)
+    cell.source = colab_cell_source()
+    cell.metadata = {"tags": ["remove-cell"]}
+    nb.cells.insert(0, cell)
+
+
 def strip_widget_state(nb) -> None:
     nb.metadata.pop("widgets", None)
 
@@ -86,6 +129,7 @@ def execute_notebook(path: Path, timeout: int = TIMEOUT_PER_CELL) -> bool:
     original = path.read_text(encoding="utf-8")
     nb = nbformat.reads(original, as_version=4)
     ensure_cell_ids(nb)
+    ensure_colab_cell(nb)
     strip_widget_state(nb)
     client = NotebookClient(
         nb,
