@@ -31,7 +31,19 @@ def sequences_run() -> None:
     sq.train_sequences(world, range(32), steps=300, G=8, loss_type="dapo")
 
 
-WORLDS = {"sequences (ch 13)": sequences_run}
+def binary_run(dynamic_sampling: bool = False) -> None:
+    """Chapter 11: the binary-reward world (6 x 12, 0/1 rewards), G = 8, TRL's advantages."""
+    import numpy as np
+
+    import grpo_core as gc
+
+    world = gc.binary_world(0)
+    gc.train_batch(world.rewards, None, world.ref_logits, np.arange(32), steps=300, G=8,
+                   beta=0.0, scale_rewards="group", dynamic_sampling=dynamic_sampling)
+
+
+WORLDS = {"sequences (ch 13)": sequences_run, "binary (ch 11)": binary_run,
+          "binary + dyn. sampling": lambda: binary_run(dynamic_sampling=True)}
 TARGET_S = 5.0
 
 
