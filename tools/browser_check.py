@@ -10,6 +10,7 @@ every `file:` entry), checks that:
 - the page loads, and every <img> in the article has loaded (naturalWidth > 0), including the
   hidden frames of the sliders (images from other hosts, such as a badge, are counted apart: the
   check blocks other hosts);
+- every image of the book has alt text that is not a file name;
 - no JavaScript exception is thrown (apart from a short, commented allowlist of offline noise);
 - no file of the book itself (a request to the local server) is missing;
 - ids are unique on the page;
@@ -19,7 +20,8 @@ every `file:` entry), checks that:
 - every kernel-free slider (grpo_core.viz.slider; contract in its module docstring) works: its
   range inputs are moved, one at a time (value set + an `input` event, as a drag does), through
   every value and every combination of values, and after each move every displayed <output> is
-  its input's current label, exactly one frame is visible, its data-key (and alt text) name the
+  its input's current label, each input's aria-valuetext (what a screen reader announces) is
+  "param = label", exactly one frame is visible, its data-key (and alt text) name the
   slider's current values, and its picture differs from the one shown before the move.
 
 Requests to any other host are blocked, so the check is the same online and offline. Chromium is
@@ -106,6 +108,7 @@ JS_IMAGES = """async () => {
   })));
   return imgs.map((img) => ({
     ok: img.complete && img.naturalWidth > 0,
+    alt: img.getAttribute("alt") || "",
     external: /^https?:/.test(img.src) && !img.src.startsWith(location.origin + "/"),
     what: (img.getAttribute("data-key") ? "frame " + img.getAttribute("data-key") + " of "
            + (img.closest(".grpo-slider") || {}).id : (img.getAttribute("src") || "").slice(0, 80)),
@@ -115,8 +118,15 @@ JS_IMAGES = """async () => {
 # In the page: wait for MathJax to typeset (the site serves its own copy: no CDN), then return
 # the visible prose text that still holds TeX delimiters (code blocks and typeset math excluded).
 JS_RAW_TEX = r"""async () => {
-  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
-    await MathJax.startup.promise;
+  // the page's MathJax script, if any: wait (up to 10 s) for it to start, then to typeset
+  if (document.querySelector('script[src*="mathjax" i]')) {
+    for (let t = 0; t < 100 && !(window.MathJax && MathJax.startup && MathJax.startup.promise);
+         t++) {
+      await new Promise((ok) => setTimeout(ok, 100));
+    }
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+      await MathJax.startup.promise;
+    }
   }
   const scope = document.querySelector("article") || document.querySelector("main")
     || document.body;
@@ -181,7 +191,11 @@ JS_STATE = """(index) => {
   root.querySelectorAll("output.grpo-slider-value").forEach((o) => {
     outputs[o.dataset.param] = o.textContent.trim();
   });
-  return {outputs: outputs,
+  const valuetext = {};
+  root.querySelectorAll("input.grpo-slider-input").forEach((i) => {
+    valuetext[i.dataset.param] = i.getAttribute("aria-valuetext");
+  });
+  return {outputs: outputs, valuetext: valuetext,
           shown: shown.map((f) => ({key: f.dataset.key, alt: f.alt, src: f.currentSrc || f.src}))};
 }"""
 
@@ -241,6 +255,10 @@ def check_slider(page, result: PageResult, info: dict) -> None:
             if seen["outputs"].get(p) != want:
                 result.fail(f"{where}, {what}: read-out of {p} shows "
                             f"{seen['outputs'].get(p)!r}, expected {want!r}")
+                ok = False
+            if seen["valuetext"].get(p) != f"{p} = {want}":  # what a screen reader announces
+                result.fail(f"{where}, {what}: aria-valuetext of {p} is "
+                            f"{seen['valuetext'].get(p)!r}, expected {p + ' = ' + want!r}")
                 ok = False
         if len(seen["shown"]) != 1:
             result.fail(f"{where}, {what}: {len(seen['shown'])} frames visible "
@@ -323,6 +341,9 @@ def check_page(page, base: str, name: str, errors: list[str], bad_requests: list
     for img in images:
         if not img["ok"] and not img["external"]:
             result.fail(f"image did not load: {img['what']}")
+        if not img["external"] and (not img["alt"].strip()
+                                    or re.search(r"_images/|\.(png|jpe?g|svg)$", img["alt"])):
+            result.fail(f"image without real alt text: {img['what']} (alt={img['alt']!r})")
     tex = page.evaluate(JS_RAW_TEX)
     for snippet in tex["raw"][:5]:
         result.fail(f"raw TeX visible (MathJax {tex['version'] or 'not loaded'}): ...{snippet}...")
