@@ -17,6 +17,7 @@ too-hard prompts are both up-weighted (Dr. GRPO, arXiv 2503.20783).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -34,7 +35,8 @@ PASS_RATES = (0.02, 0.1, 0.3, 0.5, 0.7, 0.9)  # pass rate of each prompt under p
 N_CORRECT = (1, 3, 1, 2, 3, 4)  # correct answers per prompt (of 12)
 
 
-def binary_world(seed: int = 0, *, pass_rates=PASS_RATES, n_correct=N_CORRECT) -> World:
+def binary_world(seed: int = 0, *, pass_rates: Sequence[float] = PASS_RATES,
+                 n_correct: int | Sequence[int] = N_CORRECT) -> World:
     """A binary-reward toy world: 0/1 ``rewards (P, A)``, ``emb (P, 8)``, ``ref_logits (P, A)``.
 
     From ``np.random.default_rng(seed)``: the reference logits ~ N(0, 0.5), the correct answers
@@ -124,7 +126,8 @@ def correct_count_pmf(p, G: int) -> np.ndarray:
     return np.exp(log_pmf)
 
 
-def update_factor(p, G: int, kind: str = "grpo", *, dynamic_sampling: bool = False):
+def update_factor(p, G: int, kind: str = "grpo", *,
+                  dynamic_sampling: bool = False) -> np.ndarray:
     """The exact expected update of one group, as a multiple c of ``grad p``: ``p (...) -> (...)``.
 
     With k correct, v = k/G (1 - k/G) (population variance), each kind's group gives
