@@ -50,13 +50,28 @@ def _label(value: Any, fmt: str | None) -> str:
 
 def _png(fig, dpi: int) -> bytes:
     """The figure as a 256-colour palette PNG (about a third of the RGBA bytes; every frame is
-    inlined in the page)."""
+    inlined in the page). Drawn once at `dpi` and cropped to the tight box when savefig.bbox is
+    "tight" (book_style), where savefig would draw the figure twice."""
+    import matplotlib as mpl
     from PIL import Image
 
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    if hasattr(fig.canvas, "buffer_rgba"):  # Agg (the inline backend): one draw
+        fig.set_dpi(dpi)
+        fig.canvas.draw()
+        w, h = fig.canvas.get_width_height(physical=True)
+        image = Image.frombuffer("RGBA", (w, h), fig.canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+        if mpl.rcParams["savefig.bbox"] == "tight":
+            box = fig.get_tightbbox(fig.canvas.get_renderer())
+            box = box.padded(mpl.rcParams["savefig.pad_inches"])
+            image = image.crop((max(0, int(box.x0 * dpi)), max(0, int(h - box.y1 * dpi)),
+                                min(w, int(np.ceil(box.x1 * dpi))),
+                                min(h, int(np.ceil(h - box.y0 * dpi)))))
+    else:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+        image = Image.open(buf)
     out = io.BytesIO()
-    Image.open(buf).convert("RGB").quantize(256).save(out, "PNG", optimize=True)
+    image.convert("RGB").quantize(256).save(out, "PNG", optimize=True)
     return out.getvalue()
 
 
