@@ -96,7 +96,15 @@ from .sequences import (
     sequence_weights,
     train_sequences,
 )
-from .training import TrainConfig, TrainResult, train, train_batch, train_kl_in_reward
+from .training import (
+    TabularPolicy,
+    TrainConfig,
+    TrainResult,
+    train,
+    train_batch,
+    train_kl_in_reward,
+    train_simple,
+)
 from .variance import alignment, cos_mean_grad, grad_variance, gradient_estimates
 from .world import BETA, D_EMB, N_ANSWERS, N_PROMPTS, World, make_world, reference_logits, toy_world
 
@@ -112,7 +120,7 @@ __all__ = [
     "gradient_estimates", "group_advantages", "k3_kl", "kl_optimal_logits", "log_softmax",
     "loo_advantages", "make_world", "multisets", "n_params", "policy_gradient", "reference_logits",
     "sample_from_uniforms", "sample_group", "softmax", "toy_world", "train", "train_batch",
-    "train_kl_in_reward", "true_gradient",
+    "train_kl_in_reward", "true_gradient", "train_simple", "TabularPolicy",
     "SequenceWorld", "exact_update", "make_sequence_world", "sample_batch", "sequence_probs",
     "sequence_weights", "train_sequences",
     "alignment", "reward_std",

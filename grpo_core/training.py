@@ -1,64 +1,137 @@
-"""The training loop: GRPO on the toy world, many independent runs in one tensor.
+"""The training loop: GRPO on the tabular toy, many independent runs in one tensor.
 
-Torch is here only because Adam and ``.backward()`` are not the idea. The loss, with the KL as a
-term IN THE LOSS (DeepSeekMath, arXiv 2402.03300, section 4.1; PPO/RLHF fold it into the reward):
+Each step reads as DeepSeekMath's algorithm (arXiv 2402.03300, section 4.2, Algorithm 1) and as
+TRL 1.16's ``GRPOTrainer`` (``trl/trainer/grpo_trainer.py``):
 
-    loss = -mean_{p,i}( A_{p,i} * log pi(a_{p,i}) ) + beta * KL(pi || pi_ref)
+    sample a group of G answers per prompt from pi_old (= the current policy)
+    -> rewards -> (KL penalty in the reward, the RLHF/PPO placement, if asked)
+    -> advantages -> num_iterations (mu) x [ grpo_loss -> Adam step ] -> log the metrics
 
-The toy is on-policy REINFORCE with a group baseline: one update per batch of samples, so the
-paper's probability ratio is 1 and its clip never binds; the KL is exact, not estimated.
+The loss is :func:`grpo_core.grpo_loss` (ratio against pi_old, clip, loss type). With mu = 1
+the ratio is exactly 1 and the clip never binds: on-policy REINFORCE with a group baseline, the
+book's chapters 1-9. The KL term is the toy's exact KL(pi || pi_ref) by default (the toy can
+sum over all answers), or a per-sample estimate k1/k2/k3 as practice computes it (chapter 12).
 
-:func:`train_batch` trains B runs at once: logits ``(B, P, A)``, one generator per run, the sum
-of the runs' losses. Adam is element-wise, so every run follows exactly the trajectory it would
-follow alone; :func:`train` is the one-run case and keeps the seed script's signature.
+:func:`train_simple` is one run written out whole (about 20 lines); :func:`train_batch` is the
+same loop over R runs at once: logits ``(R, P, A)``, one generator per run, the sum of the
+runs' losses. Adam is element-wise, so every run follows the trajectory it would follow alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
 
 from ._validate import check_array, check_choice, check_float, check_int, check_rng
-from .advantages import batch_advantages, group_advantages
+from .advantages import advantages, group_advantages
 from .critic import Critic
+from .loss import (
+    KL_ESTIMATORS,
+    LOSS_TYPES,
+    SCALE_REWARDS,
+    clip_metrics,
+    grpo_loss,
+    importance_ratio,
+    kl_estimate,
+    reward_metrics,
+    trl_advantages,
+)
 from .optim import Adam
 from .policy import log_softmax, sample_from_uniforms, softmax
 from .world import BETA, D_EMB
 
-BASELINES = ("group", "batch", "none")
+ADV_KINDS = ("none", "group", "group_norm", "loo", "batch", "batch_norm")  # KINDS but "critic"
 KL_PLACEMENTS = ("loss", "reward")
+TRAIN_KL_ESTIMATORS = ("exact", *KL_ESTIMATORS)
+METRICS = ("reward", "reward_std", "frac_reward_zero_std", "kl", "entropy",
+           "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean")
+PER_RUN = ("G", "beta", "kind", "kl_in", "critic_seed")  # knobs that may differ between runs
+_ALIASES = {("group", True): "group_norm", ("group", False): "group", ("none", True): "none",
+            ("none", False): "none", ("batch", True): "batch_norm", ("batch", False): "batch"}
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Every knob of a training run, with the seed script's defaults. Taught in chapter 4;
-    chapter 9 compares each with TRL's default and DeepSeekMath's setting."""
+    """Every knob of a training run: the only home of defaults and checks. Defaults are the
+    book's toy settings; the TRL 1.16 name and default (``grpo_config.py``) is in each comment.
+    Per-run knobs (:data:`PER_RUN`) may be tuples, one value per run. Taught in chapters 4, 10."""
 
-    steps: int = 300  # Adam steps; one fresh group per prompt per step (on-policy)
-    G: int | tuple[int, ...] = 8  # group size: answers per prompt per step (a tuple: per run)
-    beta: float | tuple[float, ...] = BETA  # KL coefficient (seed: 0.02; TRL's default: 0.0)
-    lr: float = 0.05  # Adam learning rate on the policy logits
-    baseline: str | tuple[str, ...] = "group"  # "group" (GRPO), "batch" (one mean), "none"
-    normalise: bool | tuple[bool, ...] = True  # divide by the group (or batch) std
+    steps: int = 300  # sampled batches (TRL: max_steps); one group per prompt per batch
+    G: int | tuple[int, ...] = 8  # answers per prompt (TRL num_generations, 8)
+    beta: float | tuple[float, ...] = BETA  # KL coefficient (TRL beta, 0.0: no KL term)
+    lr: float = 0.05  # Adam on tabular logits (TRL learning_rate, 1e-6 for an LLM)
+    kind: str | tuple[str, ...] = "group_norm"  # advantage kind (grpo_core.KINDS), GRPO's
+    kl_in: str | tuple[str, ...] = "loss"  # "loss" (GRPO) or "reward" (RLHF/PPO, RLOO)
+    kl_estimator: str = "exact"  # "exact" (toy only) or "k1", "k2", "k3" (TRL: k3)
+    use_bias_correction_kl: bool = True  # estimator x ratio (TRL use_bias_correction_kl, True)
+    num_iterations: int = 1  # mu: Adam steps per sampled batch (TRL num_iterations, 1)
+    epsilon: float = 0.2  # clip below at 1 - epsilon (TRL epsilon, 0.2)
+    epsilon_high: float | None = None  # clip above at 1 + epsilon_high (TRL: None = epsilon)
+    loss_type: str = "dapo"  # token averaging (TRL loss_type, "dapo"; all equal for 1 token)
+    scale_rewards: str | None = None  # TRL's advantages instead of `kind`: "group" (TRL), ...
+    dynamic_sampling: bool = False  # DAPO: redraw a prompt's group while its rewards are equal
+    max_redraws: int = 8  # ... at most this many extra groups per prompt per step
+    ref_reset_every: int | None = None  # pi_ref <- pi every K steps (DeepSeek-R1); None: frozen
+    adam_beta2: float = 0.999  # Adam's second-moment decay (TRL adam_beta2, 0.999)
     use_critic: bool = False  # PPO-style: a learned value V(prompt) replaces the baseline
     train_critic: bool = True  # fit the critic to each group's mean reward as we go
     critic_lr: float = 0.05  # Adam learning rate of the critic
     critic_seed: int | tuple[int, ...] = 0  # the critic's initialisation, seeded explicitly
-    kl_in: str | tuple[str, ...] = "loss"  # "loss" (GRPO) or "reward" (RLHF/PPO placement)
+
+    def __post_init__(self) -> None:
+        for name, check in (("G", lambda g: check_int(g, "G", 1)),
+                            ("beta", lambda b: check_float(b, "beta")),
+                            ("kind", lambda k: check_choice(k, "kind", ADV_KINDS)),
+                            ("kl_in", lambda k: check_choice(k, "kl_in", KL_PLACEMENTS)),
+                            ("critic_seed", lambda c: check_int(c, "critic_seed", 0))):
+            for value in np.atleast_1d(np.asarray(getattr(self, name), dtype=object)):
+                check(value)
+        check_int(self.steps, "steps", 0)
+        check_float(self.lr, "lr", strict=True)
+        check_float(self.critic_lr, "critic_lr", strict=True)
+        check_choice(self.kl_estimator, "kl_estimator", TRAIN_KL_ESTIMATORS)
+        check_int(self.num_iterations, "num_iterations", 1)
+        check_float(self.epsilon, "epsilon", strict=True)
+        if self.epsilon_high is not None:
+            check_float(self.epsilon_high, "epsilon_high", strict=True)
+        check_choice(self.loss_type, "loss_type", LOSS_TYPES)
+        if self.scale_rewards is not None:
+            check_choice(self.scale_rewards, "scale_rewards", SCALE_REWARDS)
+            if min(np.atleast_1d(self.G)) < 2:
+                raise ValueError("scale_rewards needs G >= 2 (TRL requires num_generations >= 2)")
+        check_int(self.max_redraws, "max_redraws", 1)
+        if self.ref_reset_every is not None:
+            check_int(self.ref_reset_every, "ref_reset_every", 1)
+        if not 0 <= self.adam_beta2 < 1:
+            raise ValueError(f"adam_beta2 must be in [0, 1), got {self.adam_beta2}")
+        if self.use_critic and "reward" in np.atleast_1d(self.kl_in):
+            raise ValueError('use_critic=True supports only kl_in="loss"')
+
+    @property
+    def baseline(self) -> str:
+        """The old vocabulary: "group", "batch" or "none" (see :attr:`kind`)."""
+        kind = np.atleast_1d(self.kind)[0]
+        return "none" if kind == "none" else kind.split("_")[0].replace("loo", "group")
+
+    @property
+    def normalise(self) -> bool:
+        """The old vocabulary: whether the advantage is divided by a std."""
+        return str(np.atleast_1d(self.kind)[0]).endswith("_norm")
 
 
 @dataclass(frozen=True)
 class TrainResult:
     """What :func:`train_batch` returns; axis 0 is the run.
 
-    logits ``(B, P, A)`` final policy logits; reward ``(B, steps + 1)`` expected true reward
-    before step 0 (the reference) and after every step; kl ``(B, steps + 1)`` exact
-    KL(pi || pi_ref); critic_value ``(B, P)`` final critic values (None without a critic);
-    G, beta ``(B,)`` the per-run settings; critics, the trained critic modules (or None).
-    Taught in chapter 4.
+    logits ``(R, P, A)`` final policy logits; reward ``(R, steps + 1)`` exact expected reward
+    before step 0 and after every step; kl ``(R, steps + 1)`` exact KL(pi || pi_ref) to the
+    initial reference; metrics: TRL's logged names (:data:`METRICS`) -> ``(R, steps)``, each
+    step's sampled batch (clip ratios averaged over the mu iterations); drawn ``(R, steps + 1)``
+    answers drawn per prompt so far; critic_value ``(R, P)`` (None without a critic); G, beta
+    ``(R,)``; policy: the trained module. Taught in chapter 4 (metrics: chapter 10).
     """
 
     logits: np.ndarray
@@ -68,16 +141,63 @@ class TrainResult:
     G: np.ndarray
     beta: np.ndarray
     config: TrainConfig
-    critics: list[Critic] | None = None  # the trained critic modules, one per run
+    critics: list[Critic] | None = None
+    metrics: dict | None = None
+    drawn: np.ndarray | None = None
+    policy: torch.nn.Module | None = None
 
     @property
     def samples_drawn(self) -> np.ndarray:
-        """``(B, steps + 1)``: answers drawn per prompt before each entry of ``reward``."""
-        return self.G[:, None] * np.arange(self.reward.shape[1])[None, :]
+        """``(R, steps + 1)``: answers drawn per prompt before each entry of ``reward``."""
+        return self.drawn
+
+
+class TabularPolicy(torch.nn.Module):
+    """R runs' tabular policies: one free logit per (prompt, answer), ``() -> (R, P, A)``."""
+
+    def __init__(self, ref_logits: np.ndarray, n_runs: int) -> None:
+        super().__init__()
+        start = np.broadcast_to(ref_logits, (n_runs, *np.shape(ref_logits))).copy()
+        self.logits = torch.nn.Parameter(torch.tensor(start))
+
+    def forward(self) -> torch.Tensor:
+        return self.logits
+
+
+def train_simple(rewards: np.ndarray, ref_logits: np.ndarray, seed: int, *, steps: int = 300,
+                 G: int = 8, beta: float = BETA, lr: float = 0.05, num_iterations: int = 1,
+                 epsilon: float = 0.2, epsilon_high: float | None = None) -> np.ndarray:
+    """One GRPO run on the toy, the whole loop in plain sight; returns the logits ``(P, A)``.
+
+    The same trajectory as ``train_batch(rewards, None, ref_logits, seed, ...)`` (tested).
+    Taught in chapter 4 (and shown in the introduction).
+    """
+    rng = np.random.default_rng(seed)
+    logits = torch.tensor(ref_logits, requires_grad=True)  # (P, A): the policy's parameters
+    ref_lp = torch.log_softmax(torch.tensor(ref_logits), -1)  # (P, A): pi_ref, frozen
+    opt, rows = Adam([logits], lr=lr), np.arange(len(rewards))[:, None]
+    for _ in range(steps):
+        probs = softmax(logits.detach().numpy())  # pi_old: the policy that samples this batch
+        samples = sample_from_uniforms(probs, rng.random((len(rewards), G)))  # (P, G)
+        adv = group_advantages(rewards[rows, samples])  # (P, G): (r - mean) / std per group
+        adv = torch.tensor(adv, dtype=torch.float32).reshape(-1)  # (P G,): one per answer
+        idx = torch.from_numpy(samples)
+        for k in range(num_iterations):  # mu Adam steps on the same batch
+            lp = torch.log_softmax(logits, -1)  # (P, A)
+            logp = lp.gather(-1, idx).reshape(-1, 1)  # (P G, 1): an answer is one token
+            if k == 0:  # log pi_old: the policy that sampled the batch, fixed for its mu steps
+                old_logp = logp.detach()
+            loss = grpo_loss(logp, old_logp, None, adv, torch.ones_like(logp),
+                             epsilon=epsilon, epsilon_high=epsilon_high)
+            loss = loss + beta * (lp.exp() * (lp - ref_lp)).sum(-1).mean()  # exact KL
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return logits.detach().numpy()
 
 
 class _BatchedCritic:
-    """B independent :class:`Critic` networks as stacked tensors (one bmm instead of B calls)."""
+    """R independent :class:`Critic` networks as stacked tensors (one bmm instead of R calls)."""
 
     def __init__(self, seeds: np.ndarray, lr: float) -> None:
         nets = [Critic(int(s)).net for s in seeds]
@@ -87,10 +207,18 @@ class _BatchedCritic:
         self.opt = Adam(self.params, lr=lr)
 
     def __call__(self, emb: torch.Tensor) -> torch.Tensor:
-        """``emb (P, D) -> (B, P)``."""
-        w1, w2, b1, b2 = self.params  # (B, H, D), (B, 1, H), (B, H), (B, 1)
-        h = torch.tanh(emb @ w1.transpose(1, 2) + b1[:, None, :])  # (B, P, H)
-        return (h @ w2.transpose(1, 2)).squeeze(-1) + b2  # (B, P)
+        """``emb (P, D) -> (R, P)``."""
+        w1, w2, b1, b2 = self.params  # (R, H, D), (R, 1, H), (R, H), (R, 1)
+        h = torch.tanh(emb @ w1.transpose(1, 2) + b1[:, None, :])  # (R, P, H)
+        return (h @ w2.transpose(1, 2)).squeeze(-1) + b2  # (R, P)
+
+    def fit(self, v: torch.Tensor, r: np.ndarray) -> None:
+        """One Adam step regressing V(prompt) ``(R, P)`` on each group's mean reward."""
+        target = torch.tensor(r.mean(axis=-1), dtype=torch.float32)  # (R, P)
+        loss = ((v - target) ** 2).mean(-1).sum()
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
 
     def critics(self) -> list[Critic]:
         """The trained networks, one :class:`Critic` module per run."""
@@ -106,206 +234,270 @@ class _BatchedCritic:
         return out
 
 
-def _run_groups(G: np.ndarray, *settings: np.ndarray) -> list[tuple[np.ndarray, tuple]]:
-    """Runs that share a group size and settings: ``(mask (B,), (G, *settings))`` pairs."""
-    keys = list(zip(G.tolist(), *(s.tolist() for s in settings), strict=True))
-    return [(np.array([k == key for k in keys]), key) for key in dict.fromkeys(keys)]
-
-
-def _per_run(fn, x: np.ndarray, groups: list[tuple[np.ndarray, tuple]]) -> np.ndarray:
-    """Apply ``fn(x_runs, *settings)`` to the first G columns of each group of runs (one
-    vectorised call per group, see :func:`_run_groups`); 0 in the padding."""
-    out = np.zeros_like(x)
-    for sel, (g, *settings) in groups:
-        out[sel, :, :g] = fn(x[sel, :, :g], *settings)
-    return out
-
-
-def _advantages(r: np.ndarray, baseline: str, normalise: bool) -> np.ndarray:
-    """``(n, P, G)`` advantages of runs that share a baseline and normalisation."""
-    if baseline == "group":
-        return group_advantages(r, normalise)
-    if baseline == "batch":
-        return batch_advantages(r, normalise)
-    return r  # no baseline: A = r
-
-
-def _one_or_all(values: np.ndarray):
-    """A per-run setting for :class:`TrainConfig`: the value if all runs share it, else a tuple."""
-    items = values.tolist()
-    return items[0] if len(set(items)) == 1 else tuple(items)
-
-
-def _broadcast_runs(**values) -> dict[str, np.ndarray]:
+def _broadcast_runs(n_seeds: int, **values) -> dict[str, np.ndarray]:
     arrays = {k: np.atleast_1d(np.asarray(v, dtype=object)) for k, v in values.items()}
     for k, a in arrays.items():
         if a.ndim != 1:
             raise ValueError(f"{k} must be a scalar or a 1-D sequence, got shape {a.shape}")
     try:
-        shape = np.broadcast_shapes(*(a.shape for a in arrays.values()))
+        shape = np.broadcast_shapes((n_seeds,), *(a.shape for a in arrays.values()))
     except ValueError:
-        lengths = {k: len(a) for k, a in arrays.items()}
+        lengths = {"seeds": n_seeds} | {k: len(a) for k, a in arrays.items()}
         raise ValueError(f"per-run settings must have equal lengths (or length 1): {lengths}") \
             from None
     return {k: np.broadcast_to(a, shape) for k, a in arrays.items()}
 
 
-def train_batch(
-    rewards: np.ndarray,
-    emb: np.ndarray | None,
-    ref_logits: np.ndarray,
-    seeds: int | np.random.Generator | Sequence[int | np.random.Generator],
-    *,
-    G: int | Sequence[int] = 8,
-    beta: float | Sequence[float] = BETA,
-    critic_seed: int | Sequence[int] = 0,
-    steps: int = 300,
-    lr: float = 0.05,
-    baseline: str | Sequence[str] = "group",
-    normalise: bool | Sequence[bool] = True,
-    use_critic: bool = False,
-    train_critic: bool = True,
-    critic_lr: float = 0.05,
-    kl_in: str | Sequence[str] = "loss",
-) -> TrainResult:
-    """Train B independent runs at once; run b equals a lone :func:`train` with its settings.
+def _one_or_all(values: np.ndarray):
+    """A per-run knob for :class:`TrainConfig`: the value if all runs share it, else a tuple."""
+    items = values.tolist()
+    return items[0] if len(set(items)) == 1 else tuple(items)
+
+
+def train_batch(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndarray,
+                seeds: int | np.random.Generator | Sequence[int | np.random.Generator], *,
+                policy: torch.nn.Module | None = None, baseline: str | Sequence[str] | None = None,
+                normalise: bool | Sequence[bool] | None = None, **knobs) -> TrainResult:
+    """Train R independent runs at once; run r equals a lone run with its settings.
 
     Args:
-        rewards: ``(P, A)`` verifier rewards; ref_logits: ``(P, A)`` the frozen reference.
+        rewards: ``(P, A)`` rewards; ref_logits: ``(P, A)`` the reference policy (the start).
         emb: ``(P, D)`` prompt embeddings (read only by the critic; may be None without one).
-        seeds: per-run sampling seeds (ints) or generators; G, beta, critic_seed, baseline,
-            normalise, kl_in: scalars or per-run sequences, broadcast together to B runs.
-        The rest: see :class:`TrainConfig`.
+        seeds: per-run sampling seeds (ints) or generators.
+        policy: a module whose call returns logits ``(R, P, A)`` (default: tabular logits
+            starting at ``ref_logits``); all runs must then share G.
+        baseline, normalise: the older names for ``kind`` ("group" + True = "group_norm").
+        knobs: any field of :class:`TrainConfig`; those in :data:`PER_RUN` may be sequences.
 
     Returns:
-        :class:`TrainResult` with final logits ``(B, P, A)`` and reward/KL curves ``(B, T+1)``.
-
-    Taught in chapter 4 (and used by every chapter that shows many seeds).
+        :class:`TrainResult`. Taught in chapter 4 (and used by every chapter with many seeds).
     """
     rewards = check_array(rewards, "rewards", min_ndim=2)
     ref_logits = check_array(ref_logits, "ref_logits", min_ndim=2)
     if rewards.ndim != 2 or ref_logits.shape != rewards.shape:
         raise ValueError(f"rewards {rewards.shape} and ref_logits {ref_logits.shape} must both "
                          "have shape (P, A)")
-    P, A = rewards.shape
-    runs = _broadcast_runs(seeds=seeds, G=G, beta=beta, critic_seed=critic_seed,
-                           baseline=baseline, normalise=normalise, kl_in=kl_in)
-    Gs = np.array([check_int(g, "G", 1) for g in runs["G"]], dtype=np.int64)
-    betas = np.array([check_float(b, "beta") for b in runs["beta"]])
-    critic_seeds = np.array([check_int(c, "critic_seed", 0) for c in runs["critic_seed"]])
-    baselines = np.array([check_choice(b, "baseline", BASELINES) for b in runs["baseline"]])
-    normalises = np.array([bool(n) for n in runs["normalise"]])
-    kl_ins = np.array([check_choice(k, "kl_in", KL_PLACEMENTS) for k in runs["kl_in"]])
-    config = TrainConfig(
-        G=_one_or_all(Gs), beta=_one_or_all(betas), critic_seed=_one_or_all(critic_seeds),
-        baseline=_one_or_all(baselines), normalise=_one_or_all(normalises),
-        kl_in=_one_or_all(kl_ins), steps=check_int(steps, "steps", 0),
-        lr=check_float(lr, "lr", strict=True), use_critic=bool(use_critic),
-        train_critic=bool(train_critic),
-        critic_lr=check_float(critic_lr, "critic_lr", strict=True),
-    )
-    if use_critic and (kl_ins != "loss").any():
-        raise ValueError('use_critic=True supports only kl_in="loss"')
-    if use_critic:
-        emb = check_array(emb, "emb", min_ndim=2)
-        if emb.shape != (P, D_EMB):
-            raise ValueError(f"emb must have shape (P, D) = {(P, D_EMB)}, got {emb.shape}")
+    seed_list = list(seeds) if isinstance(seeds, Sequence | np.ndarray) else [seeds]
+    if baseline is not None or normalise is not None:
+        b = np.atleast_1d(np.asarray("group" if baseline is None else baseline, dtype=object))
+        n = np.atleast_1d(np.asarray(True if normalise is None else normalise, dtype=object))
+        b, n = np.broadcast_arrays(b, n)
+        for value in b:
+            check_choice(value, "baseline", ("group", "batch", "none"))
+        knobs["kind"] = [_ALIASES[(str(x), bool(y))] for x, y in zip(b, n, strict=True)]
+    unknown = set(knobs) - {f.name for f in fields(TrainConfig)}
+    if unknown:
+        raise TypeError(f"unknown training knob(s): {', '.join(sorted(unknown))}")
+    defaults = TrainConfig()
+    runs = _broadcast_runs(len(seed_list), **{k: knobs.get(k, getattr(defaults, k))
+                                              for k in PER_RUN})
+    n_runs = len(runs["G"])
+    seed_list = seed_list * n_runs if len(seed_list) == 1 else seed_list
+    cfg = TrainConfig(**(knobs | {k: _one_or_all(v) for k, v in runs.items()}))
     rngs = [s if isinstance(s, np.random.Generator)
-            else np.random.default_rng(check_int(s, "seeds", 0)) for s in runs["seeds"]]
-    B, G_max, T = len(Gs), int(Gs.max()), config.steps
+            else np.random.default_rng(check_int(s, "seeds", 0)) for s in seed_list]
+    if cfg.use_critic:
+        emb = check_array(emb, "emb", min_ndim=2)
+        if emb.shape != (rewards.shape[0], D_EMB):
+            raise ValueError(f"emb must have shape (P, D) = {(rewards.shape[0], D_EMB)}, "
+                             f"got {emb.shape}")
+    Gs = np.array([int(g) for g in runs["G"]])
+    if policy is not None and len(set(Gs.tolist())) > 1:
+        raise ValueError("with policy=, all runs must share G")
 
-    logits = torch.tensor(np.broadcast_to(ref_logits, (B, P, A)).copy(), requires_grad=True)
-    opt = Adam([logits], lr=config.lr)
-    ref_lp_t = torch.log_softmax(torch.tensor(ref_logits), dim=-1)  # (P, A)
-    ref_lp = log_softmax(ref_logits)
-    # each run's beta goes either into its loss or into its rewards; the other gets 0, which
-    # leaves that run's numbers bit-identical (x - 0 * pen == x, g + 0 * dkl == g)
-    beta_loss = torch.tensor(np.where(kl_ins == "loss", betas, 0.0))  # (B,)
-    beta_reward = np.where(kl_ins == "reward", betas, 0.0)[:, None, None]  # (B, 1, 1)
-    n_terms = torch.tensor((P * Gs).astype(np.float64))  # (B,) samples per run per step
+    parts = []  # runs are trained in blocks of equal G: no padding, every block is exact
+    for g in dict.fromkeys(Gs.tolist()):
+        sel = np.flatnonzero(Gs == g)
+        block = {k: runs[k][sel] for k in PER_RUN}
+        parts.append((sel, _train_block(rewards, emb, ref_logits, [rngs[i] for i in sel], g,
+                                        block, cfg, policy)))
+    return _assemble(parts, n_runs, Gs, runs, cfg)
+
+
+def _assemble(parts, n_runs, Gs, runs, cfg) -> TrainResult:
+    """Put the blocks of :func:`train_batch` back in run order."""
+    def gather(key):
+        first = parts[0][1][key]
+        if first is None:
+            return None
+        out = np.empty((n_runs, *first.shape[1:]), dtype=first.dtype)
+        for sel, part in parts:
+            out[sel] = part[key]
+        return out
+
+    metrics = {}
+    for name in METRICS:
+        metrics[name] = np.empty((n_runs, cfg.steps))
+        for sel, part in parts:
+            metrics[name][sel] = part["metrics"][name]
+    critics = None
+    if cfg.use_critic:
+        critics = [None] * n_runs
+        for sel, part in parts:
+            for i, c in zip(sel, part["critics"], strict=True):
+                critics[i] = c
+    return TrainResult(
+        logits=gather("logits"), reward=gather("reward"), kl=gather("kl"),
+        critic_value=gather("critic_value"), G=Gs, beta=np.array(runs["beta"], dtype=float),
+        config=cfg, critics=critics, metrics=metrics, drawn=gather("drawn"),
+        policy=parts[0][1]["policy"] if len(parts) == 1 else None)
+
+
+def _uniforms(rngs, steps: int, P: int, G: int, chunk: int = 32):
+    """Per step, ``(R, P, G)`` uniforms; drawn ``chunk`` steps at a time per run, which is the
+    same stream as one ``rng.random((P, G))`` call per step."""
+    for t0 in range(0, steps, chunk):
+        u = np.stack([rng.random((min(chunk, steps - t0), P, G)) for rng in rngs], axis=1)
+        yield from u
+
+
+def _redraw_dead(samples, probs, rewards, rngs, max_redraws):
+    """DAPO's dynamic sampling: redraw each prompt's group while its rewards are all equal, at
+    most ``max_redraws`` times. Returns the samples ``(R, P, G)`` and the extra answers drawn
+    per prompt ``(R,)``. Chapter 11."""
+    R, P, G = samples.shape
+    extra = np.zeros(R)
+    for b, rng in enumerate(rngs):
+        for _ in range(max_redraws):
+            r = rewards[np.arange(P)[:, None], samples[b]]
+            dead = np.flatnonzero(np.ptp(r, axis=-1) == 0)
+            if dead.size == 0:
+                break
+            samples[b, dead] = sample_from_uniforms(probs[b, dead], rng.random((dead.size, G)))
+            extra[b] += dead.size * G / P
+    return samples, extra
+
+
+def _advantages(r: np.ndarray, kinds: np.ndarray, cfg: TrainConfig) -> np.ndarray:
+    """``(R, P, G)`` advantages: TRL's (``scale_rewards``) or each run's ``kind``."""
+    R, P, G = r.shape
+    if cfg.scale_rewards is not None:
+        return trl_advantages(r.reshape(R, P * G), G, cfg.scale_rewards).reshape(r.shape)
+    out = np.empty_like(r)
+    for kind in dict.fromkeys(kinds.tolist()):
+        sel = kinds == kind
+        out[sel] = advantages(r[sel], kind)
+    return out
+
+
+def _kl_term(lp, logp, old_logp, ref_lp, ref_logp, mask, cfg) -> torch.Tensor:
+    """``(R,)`` the KL term of the loss with beta = 1: the exact KL(pi || pi_ref) averaged over
+    prompts, or ``grpo_loss``'s per-token estimate (its KL part: the loss is linear in beta)."""
+    if cfg.kl_estimator == "exact":
+        return (lp.exp() * (lp - ref_lp)).sum(-1).mean(-1)
+    zero_adv = torch.zeros(logp.shape[:-1], dtype=logp.dtype)
+    return grpo_loss(logp, old_logp, ref_logp, zero_adv, mask, beta=1.0,
+                     kl_estimator=cfg.kl_estimator, loss_type=cfg.loss_type,
+                     use_bias_correction_kl=cfg.use_bias_correction_kl)
+
+
+def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy) -> dict:
+    """The loop for R runs that share G (see :func:`train_batch`)."""
+    R, (P, A), T = len(rngs), rewards.shape, cfg.steps
+    policy = TabularPolicy(ref_logits, R) if policy is None else policy
+    opt = Adam(list(policy.parameters()), lr=cfg.lr, betas=(0.9, cfg.adam_beta2))
+    ref0 = log_softmax(ref_logits)  # (P, A): the initial reference, for the KL curve
+    ref_lp = torch.tensor(np.broadcast_to(ref0, (R, P, A)).copy())  # (R, P, A) pi_ref per run
+    betas = np.array(runs["beta"], dtype=float)
+    beta_loss = torch.tensor(np.where(runs["kl_in"] == "loss", betas, 0.0))  # (R,)
+    beta_reward = np.where(runs["kl_in"] == "reward", betas, 0.0)[:, None, None]  # (R, 1, 1)
+    mask = torch.ones(R, P * G, 1, dtype=torch.float64)  # every answer is one real token
+    critic = _BatchedCritic(runs["critic_seed"], cfg.critic_lr) if cfg.use_critic else None
+    emb_t = torch.tensor(emb, dtype=torch.float32) if cfg.use_critic else None
     rows = np.arange(P)[:, None]
-    by_size = _run_groups(Gs)  # runs grouped once: the groups do not change during training
-    by_settings = _run_groups(Gs, baselines, normalises)
-    critic = _BatchedCritic(critic_seeds, config.critic_lr) if use_critic else None
-    emb_t = torch.tensor(emb, dtype=torch.float32) if use_critic else None
-    reward_curve = np.empty((B, T + 1))
-    kl_curve = np.empty((B, T + 1))
-    CHUNK = 32  # uniforms are drawn for 32 steps at a time: one rng call per run per chunk
+    reward_curve, kl_curve, drawn = np.empty((R, T + 1)), np.empty((R, T + 1)), np.zeros((R, T + 1))
+    metrics = {name: np.zeros((R, T)) for name in METRICS}
+    uniforms = _uniforms(rngs, T, P, G)
 
     for t in range(T + 1):
-        logits_np = logits.detach().numpy()  # (B, P, A), a view: read before opt.step()
+        with torch.no_grad():
+            logits_np = policy().numpy()  # (R, P, A)
         probs, lp_np = softmax(logits_np), log_softmax(logits_np)
-        reward_curve[:, t] = (probs * rewards).sum(axis=-1).mean(axis=-1)  # as in evaluate()
-        kl_curve[:, t] = (probs * (lp_np - ref_lp)).sum(axis=-1).mean(axis=-1)
+        reward_curve[:, t] = (probs * rewards).sum(-1).mean(-1)  # as in evaluate()
+        kl_curve[:, t] = (probs * (lp_np - ref0)).sum(-1).mean(-1)
         if t == T:
             break
-        if t % CHUNK == 0:  # the same stream as one rng.random((P, G)) call per step
-            u = np.zeros((B, min(CHUNK, T - t), P, G_max))
-            for b, rng in enumerate(rngs):
-                u[b, :, :, : Gs[b]] = rng.random((u.shape[1], P, Gs[b]))
-        samples = sample_from_uniforms(probs, u[:, t % CHUNK])  # (B, P, G_max)
-        r = rewards[rows, samples]  # (B, P, G_max) rewards of the sampled answers
-        if beta_reward.any():  # RLHF/PPO placement: penalise before the baseline
-            pen = np.take_along_axis(lp_np - ref_lp, samples, axis=-1)
+        # 1. sample a group per prompt from pi_old (the current policy), and score it
+        samples = sample_from_uniforms(probs, next(uniforms))  # (R, P, G)
+        extra = 0.0
+        if cfg.dynamic_sampling:
+            samples, extra = _redraw_dead(samples, probs, rewards, rngs, cfg.max_redraws)
+        drawn[:, t + 1] = drawn[:, t] + G + extra
+        r = rewards[rows, samples]  # (R, P, G)
+        _log_batch(metrics, t, r, probs, lp_np, cfg)
+        idx = torch.from_numpy(samples)
+        sampled_lp = torch.tensor(np.take_along_axis(lp_np, samples, axis=-1))  # (R, P, G)
+        sampled_ref = ref_lp.gather(-1, idx)  # (R, P, G)
+        metrics["kl"][:, t] = kl_estimate(sampled_lp, sampled_ref).mean((-2, -1))  # TRL's k3
+        if beta_reward.any():  # 2. RLHF/PPO placement: penalise the reward before the baseline
+            # the sampled log-ratio log pi(a) - log pi_ref(a) (k1; "exact" too), or k2 / k3
+            est = "k1" if cfg.kl_estimator == "exact" else cfg.kl_estimator
+            pen = (np.take_along_axis(lp_np - ref_lp.numpy(), samples, axis=-1) if est == "k1"
+                   else kl_estimate(sampled_lp, sampled_ref, est).numpy())
             r = r - beta_reward * pen
-
+        # 3. advantages (float32, as the book's reference runs computed them)
         if critic is not None:
-            v = critic(emb_t)  # (B, P)
-            # float32 as in the seed script (its advantages become float32 tensors)
-            adv_t = torch.tensor(r, dtype=torch.float32) - v.detach()[..., None]
-            adv_t = adv_t * torch.from_numpy(np.arange(G_max) < Gs[:, None, None])
-            if config.train_critic:  # regress V(prompt) on the group's mean reward
-                target = _per_run(lambda x: x.mean(axis=-1, keepdims=True), r, by_size)
-                target = target[..., 0]  # (B, P) each group's mean reward
-                loss_v = ((v - torch.tensor(target, dtype=torch.float32)) ** 2).mean(-1).sum()
-                critic.opt.zero_grad()
-                loss_v.backward()
-                critic.opt.step()
+            v = critic(emb_t)  # (R, P)
+            adv = torch.tensor(r, dtype=torch.float32) - v.detach()[..., None]
+            if cfg.train_critic:
+                critic.fit(v, r)
         else:
-            adv = _per_run(_advantages, r, by_settings)
-            adv_t = torch.tensor(adv, dtype=torch.float32)  # float32, as in the seed script
+            adv = torch.tensor(_advantages(r, runs["kind"], cfg), dtype=torch.float32)
+        adv = adv.reshape(R, P * G)
+        ref_logp = sampled_ref.reshape(R, P * G, 1)
+        # 4. mu Adam steps on this one batch: the ratio to pi_old moves, the clip may bind
+        for k in range(cfg.num_iterations):
+            lp = torch.log_softmax(policy(), -1)  # (R, P, A)
+            logp = lp.gather(-1, idx).reshape(R, P * G, 1)  # (R, P G, 1): one token per answer
+            if k == 0:  # log pi_old: the sampler's log-probs, fixed for the batch's mu steps
+                old_logp = logp.detach()
+            loss = grpo_loss(logp, old_logp, None, adv, mask, epsilon=cfg.epsilon,
+                             epsilon_high=cfg.epsilon_high, loss_type=cfg.loss_type)  # (R,)
+            if beta_loss.any():
+                loss = loss + beta_loss * _kl_term(lp, logp, old_logp, ref_lp, ref_logp, mask,
+                                                   cfg)
+            opt.zero_grad()
+            loss.sum().backward()  # runs are independent: each gets its own gradient
+            opt.step()
+            ratio = importance_ratio(logp.detach(), old_logp, mask)
+            for name, value in clip_metrics(ratio, adv, mask, cfg.epsilon,
+                                            cfg.epsilon_high).items():
+                metrics[name][:, t] += value / cfg.num_iterations
+        if cfg.ref_reset_every and (t + 1) % cfg.ref_reset_every == 0:
+            with torch.no_grad():
+                ref_lp = torch.log_softmax(policy(), -1).clone()
 
-        lp = torch.log_softmax(logits, dim=-1)  # (B, P, A)
-        chosen = lp.gather(-1, torch.from_numpy(samples))  # (B, P, G_max) log pi(a_i)
-        pg = -(adv_t * chosen).sum(dim=(-2, -1)) / n_terms  # (B,); padding has adv = 0
-        loss = pg
-        if beta_loss.any():
-            kl = (lp.exp() * (lp - ref_lp_t)).sum(-1).mean(-1)  # (B,) exact KL(pi || pi_ref)
-            loss = pg + beta_loss * kl
-        opt.zero_grad()
-        loss.sum().backward()  # runs are independent: each gets its own gradient
-        opt.step()
-
-    critic_value = critic(emb_t).detach().numpy().astype(np.float64) if critic else None
-    return TrainResult(
-        logits=logits.detach().numpy().copy(), reward=reward_curve, kl=kl_curve,
-        critic_value=critic_value, G=Gs, beta=betas, config=config,
-        critics=critic.critics() if critic else None,
-    )
+    with torch.no_grad():
+        final = policy().numpy().copy()
+    return {"logits": final, "reward": reward_curve, "kl": kl_curve, "drawn": drawn,
+            "metrics": metrics, "policy": policy,
+            "critic_value": critic(emb_t).detach().numpy().astype(np.float64) if critic else None,
+            "critics": critic.critics() if critic else None}
 
 
-def train(
-    rewards: np.ndarray,
-    emb: np.ndarray | None,
-    ref_logits: np.ndarray,
-    rng: np.random.Generator,
-    steps: int = 300,
-    G: int = 8,
-    beta: float = BETA,
-    baseline: str = "group",
-    normalise: bool = True,
-    use_critic: bool = False,
-    train_critic: bool = True,
-    lr: float = 0.05,
-    *,
-    critic_seed: int = 0,
-    critic_lr: float = 0.05,
-) -> tuple[np.ndarray, Critic]:
-    """One GRPO run, the seed script's ``train``: returns final logits ``(P, A)`` and the critic.
+def _log_batch(metrics, t, r, probs, lp_np, cfg) -> None:
+    """TRL's per-batch metrics of the sampled rewards ``r (R, P, G)`` and the policy."""
+    R, P, G = r.shape
+    if G >= 2:
+        for name, value in reward_metrics(r.reshape(R, P * G), G, cfg.scale_rewards
+                                          or "group").items():
+            metrics[name][:, t] = value
+    else:  # a group of one has std 0 (TRL refuses num_generations = 1)
+        metrics["reward"][:, t] = r.mean((-2, -1))
+        metrics["reward_std"][:, t] = r.reshape(R, -1).std(-1, ddof=1) if P > 1 else 0.0
+        metrics["frac_reward_zero_std"][:, t] = 1.0
+    metrics["entropy"][:, t] = -(probs * lp_np).sum(-1).mean(-1)  # mean over prompts (tokens)
 
-    ``rng`` is consumed as in the seed (one ``(P, G)`` uniform draw per step). The critic is
-    initialised from ``critic_seed`` (never from torch's global RNG) and returned trained when
-    ``use_critic`` (else untrained). Taught in chapter 4.
+
+def train(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndarray,
+          rng: np.random.Generator, steps: int = 300, G: int = 8, beta: float = BETA,
+          baseline: str = "group", normalise: bool = True, use_critic: bool = False,
+          train_critic: bool = True, lr: float = 0.05, *, critic_seed: int = 0,
+          critic_lr: float = 0.05) -> tuple[np.ndarray, Critic]:
+    """One run with the original signature: returns final logits ``(P, A)`` and the critic.
+
+    ``rng`` is consumed as one ``(P, G)`` uniform draw per step. The critic is initialised
+    from ``critic_seed`` (never from torch's global RNG). Taught in chapter 4.
     """
     rng = check_rng(rng)
     res = train_batch(rewards, emb, ref_logits, [rng], G=G, beta=beta, critic_seed=critic_seed,
@@ -314,15 +506,9 @@ def train(
     return res.logits[0], res.critics[0] if res.critics else Critic(critic_seed)
 
 
-def train_kl_in_reward(
-    rewards: np.ndarray,
-    ref_logits: np.ndarray,
-    rng: np.random.Generator,
-    steps: int = 300,
-    G: int = 8,
-    beta: float = 0.1,
-    lr: float = 0.05,
-) -> np.ndarray:
+def train_kl_in_reward(rewards: np.ndarray, ref_logits: np.ndarray, rng: np.random.Generator,
+                       steps: int = 300, G: int = 8, beta: float = 0.1,
+                       lr: float = 0.05) -> np.ndarray:
     """The RLHF/PPO placement of the leash: ``r - beta * (log pi(a) - log pi_ref(a))`` per
     sample, BEFORE the group baseline and std touch it; no KL term in the loss.
 

@@ -65,7 +65,7 @@ def test_critic_runs_batched_equal_alone():
 
 
 def test_training_raises_expected_reward_for_every_g_at_least_2():
-    res = gc.train_batch(*ARGS, range(8), G=np.repeat([2, 4, 8], 8)[:8].tolist(), steps=300)
+    res = gc.train_batch(*ARGS, range(8), G=[2, 2, 2, 4, 4, 4, 8, 8], steps=300)
     t0 = gc.evaluate(W.ref_logits, W.rewards, W.ref_logits)[0]
     assert np.all(res.reward[:, -1] > t0 + 2.0)
     assert np.all(res.reward[:, -1] < gc.best_reward(W.rewards))
@@ -122,3 +122,62 @@ def test_generator_is_consumed_exactly():
     ref = np.random.default_rng(0)
     ref.random((37, 6, 3))
     assert rng.random() == ref.random()
+
+
+def test_train_simple_is_the_batched_loop_for_one_seed():
+    for kw in ({}, {"num_iterations": 3, "epsilon_high": 0.28}):
+        simple = gc.train_simple(W.rewards, W.ref_logits, 11, steps=40, **kw)
+        batched = gc.train_batch(W.rewards, None, W.ref_logits, 11, steps=40, **kw).logits[0]
+        np.testing.assert_allclose(simple, batched, rtol=1e-9, atol=1e-12)  # summation order
+
+
+def test_mu_above_1_moves_the_ratio_and_the_clip_binds():
+    res = gc.train_batch(*ARGS, range(4), steps=30, num_iterations=4, beta=0.0)
+    one = gc.train_batch(*ARGS, range(4), steps=30, beta=0.0)
+    assert (res.metrics["clip_ratio/region_mean"].mean(1) > 0).all()
+    assert (one.metrics["clip_ratio/region_mean"] == 0).all()  # mu = 1: ratio exactly 1
+    assert (res.reward[:, -1] > one.reward[:, -1]).all()  # 4 steps per batch learn faster
+
+
+def test_metrics_have_trl_names_and_match_their_definitions():
+    res = gc.train_batch(*ARGS, [0, 1], steps=5)
+    assert set(res.metrics) == set(gc.training.METRICS)
+    assert all(v.shape == (2, 5) for v in res.metrics.values())
+    assert (res.metrics["frac_reward_zero_std"] == 0).all()  # continuous rewards never tie
+    ent0 = -(gc.softmax(W.ref_logits) * gc.log_softmax(W.ref_logits)).sum(-1).mean()
+    np.testing.assert_allclose(res.metrics["entropy"][:, 0], ent0, rtol=1e-12)
+    np.testing.assert_array_equal(res.samples_drawn[0], 8 * np.arange(6))
+
+
+def test_dynamic_sampling_redraws_dead_groups_and_counts_them():
+    rewards = (W.rewards > np.quantile(W.rewards, 0.8, axis=1, keepdims=True)).astype(float)
+    plain = gc.train_batch(rewards, None, W.ref_logits, [0, 1], steps=10, G=4, beta=0.0)
+    dyn = gc.train_batch(rewards, None, W.ref_logits, [0, 1], steps=10, G=4, beta=0.0,
+                         dynamic_sampling=True)
+    assert plain.metrics["frac_reward_zero_std"].mean() > 0.2
+    assert dyn.metrics["frac_reward_zero_std"].mean() < plain.metrics["frac_reward_zero_std"].mean()
+    assert (dyn.samples_drawn[:, -1] > plain.samples_drawn[:, -1]).all()
+
+
+def test_ref_reset_releases_the_leash():
+    kw = dict(steps=60, beta=0.5)
+    frozen = gc.train_batch(*ARGS, [0], **kw)
+    reset = gc.train_batch(*ARGS, [0], ref_reset_every=10, **kw)
+    assert reset.kl[0, -1] > frozen.kl[0, -1]  # KL to the initial reference grows past the leash
+
+
+def test_kl_estimators_in_the_loss_and_the_reward_train():
+    for kw in ({"kl_estimator": "k3"}, {"kl_estimator": "k2"},
+               {"kl_estimator": "k1", "kl_in": "reward"}):
+        res = gc.train_batch(*ARGS, [0], steps=30, beta=0.1, **kw)
+        assert res.reward[0, -1] > res.reward[0, 0] + 0.5
+        assert (res.metrics["kl"][0, 1:] > 0).all()
+
+
+@pytest.mark.parametrize("knob,value", [("num_iterations", 0), ("epsilon", 0.0),
+                                        ("loss_type", "sum"), ("kl_estimator", "k4"),
+                                        ("scale_rewards", "std"), ("adam_beta2", 1.0),
+                                        ("ref_reset_every", 0), ("kind", "critic")])
+def test_bad_knobs_name_themselves(knob, value):
+    with pytest.raises(ValueError, match=knob):
+        gc.train_batch(*ARGS, [0], steps=1, **{knob: value})
