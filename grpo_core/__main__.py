@@ -81,7 +81,7 @@ def run_all(world) -> dict:
 def demo_1(world) -> None:
     header("DEMO 1: why a baseline exists at all")
     rewards, ref = world.rewards, world.ref_logits
-    print("every reward in this world is positive (a verifier score, 0..10):")
+    print("every reward in this world is positive (an exact score, 0..10):")
     print(" min %.3f max %.3f" % (rewards.min(), rewards.max()))
     print("\nwith no baseline every sampled answer is pushed UP; 'better than the")
     print("others' is buried under a constant shared by good and bad answers.\n")
@@ -100,7 +100,8 @@ def demo_1(world) -> None:
     print("expected gradient exactly: E[grad log pi] = 0. The group mean contains")
     print("the sample itself, so it keeps the DIRECTION but shrinks the expected")
     print("gradient by (G-1)/G; leave-one-out removes that shrink. What it buys is")
-    print("variance: 4.7x less here. Cheaper variance is the whole of GRPO.")
+    print("variance: 4.7x less here. A baseline buys variance; GRPO gets one")
+    print("without a second network (a perfect critic would have even less).")
 
 
 def demo_2(world) -> None:
@@ -182,10 +183,11 @@ def demo_5(world, runs) -> None:
         print(" beta %.1f KL in loss   true %.4f KL %.4f" % (beta, t1, k1))
         print(" beta %.1f KL in reward true %.4f KL %.4f" % (beta, t2, k2))
     print("\nREAD THIS: the placements give different leashes for the same beta,")
-    print("and here the reward placement is the TIGHTER one: its penalty goes")
-    print("through the group mean and is divided by each group's std, which is")
-    print("small on hard prompts. beta 0.02 is within noise of beta 0: with a")
-    print("verifier there is nothing for the leash to protect.")
+    print("at beta <= 0.5 the reward placement is the tighter one: its penalty is")
+    print("divided by each group's std, which late in training is < 1 on every")
+    print("prompt; from beta = 1 the loss placement is tighter (chapter 6).")
+    print("beta 0.02 is within noise of beta 0 here because this toy's reward is")
+    print("exact; real verifiers can be gamed and entropy can collapse.")
 
 
 def demo_6(world, runs) -> None:
@@ -257,7 +259,7 @@ def demo_7(world, runs) -> None:
         true, kl = evaluate(runs[("beta", beta)], rewards, ref)
         print(" beta %.2f true %.4f KL %.4f" % (beta, true, kl))
     print(" (here the reward IS the truth, so drifting costs nothing. Swap the")
-    print(" verifier for a learned reward model and the policy drifts to where")
+    print(" exact table for a learned reward model and the policy drifts to where")
     print(" that model is wrong: the leash is what keeps it honest.)")
 
 
@@ -272,9 +274,10 @@ SUMMARY = """
   6. the leash = beta * KL(pi || pi_ref), as a TERM IN THE LOSS
   7. what you drop = the critic, its optimiser state, and its memory
 
-  Introduced in DeepSeekMath (arXiv 2402.03300) for maths reasoning, where
-  the reward is a verifier and not a learned model. DeepSeek-R1
-  (arXiv 2501.12948) was trained with it.
+  Introduced in DeepSeekMath (arXiv 2402.03300) for maths reasoning, with a
+  learned reward model and beta = 0.04. DeepSeek-R1 (arXiv 2501.12948)
+  applied it with rule-based verifiers. This toy's fixed reward table plays
+  the role of a perfect verifier.
 """
 
 

@@ -170,7 +170,7 @@ def train_simple(rewards: np.ndarray, ref_logits: np.ndarray, seed: int, *, step
     """One GRPO run on the toy, the whole loop in plain sight; returns the logits ``(P, A)``.
 
     The same trajectory as ``train_batch(rewards, None, ref_logits, seed, ...)`` (tested).
-    Taught in chapter 4 (and shown in the introduction).
+    Taught in chapter 4, which shows it whole.
     """
     rng = np.random.default_rng(seed)
     logits = torch.tensor(ref_logits, requires_grad=True)  # (P, A): the policy's parameters
