@@ -3,7 +3,8 @@
     python benchmarks/bench_core.py
 
 Targets (issue 2): grad_variance >= 50x faster than the loop version with the same number;
-64 independent training runs in one batch <= 3x the wall time of one run; ``python -m
+64 independent training runs in one batch <= 3x the wall time of one run (mu = 1 and
+mu = 4); the cost of one grpo_loss value and gradient; ``python -m
 grpo_core`` >= 3x faster than the seed script (timed one after the other with /usr/bin/time,
 when the seed script is found beside the repository in ../shared/seed/).
 """
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the loop reference is the tests' oracle
@@ -77,6 +79,27 @@ def main() -> int:
     ok &= t_64 <= 3 * t_one
     print(f"training 300 steps: 1 run {t_one:.3f} s, 64 runs in one batch {t_64:.3f} s -> "
           f"{t_64 / t_one:.2f}x the time of one run (target <= 3x)")
+
+    # 2b. the same with mu = 4 Adam steps per sampled batch (the clipped ratio at work)
+    t_one4 = best_of(lambda: gc.train_batch(rewards, emb, ref, 0, num_iterations=4), 3)
+    t_644 = best_of(lambda: gc.train_batch(rewards, emb, ref, list(range(64)),
+                                           num_iterations=4), 3)
+    ok &= t_644 <= 3 * t_one4
+    print(f"training 300 steps, mu = 4: 1 run {t_one4:.3f} s, 64 runs {t_644:.3f} s -> "
+          f"{t_644 / t_one4:.2f}x the time of one run (target <= 3x)")
+
+    # 2c. the cost of grpo_loss itself: value + gradient on a (64, 96, 1) batch and (8, 64, 512)
+    for shape in ((64, 96, 1), (8, 64, 512)):
+        g = torch.Generator().manual_seed(0)
+        logp = (-torch.rand(shape, generator=g, dtype=torch.float64)).requires_grad_(True)
+        old, ref_lp = logp.detach() + 0.1, logp.detach() - 0.1
+        adv, mask = torch.randn(shape[:-1], generator=g, dtype=torch.float64), torch.ones(shape)
+
+        def step(logp=logp, old=old, ref_lp=ref_lp, adv=adv, mask=mask):
+            gc.grpo_loss(logp, old, ref_lp, adv, mask, beta=0.04).sum().backward()
+
+        t_loss = best_of(step, 50)
+        print(f"grpo_loss value + backward, shape {shape}: {t_loss * 1e3:.2f} ms")
 
     # 3. python -m grpo_core vs the seed script, one after the other
     if SEED_SCRIPT.exists():
