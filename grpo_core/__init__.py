@@ -12,6 +12,7 @@ Modules, one concept each:
     critic      the value network GRPO deletes                        (chapter 4)
     loss        the GRPO loss as practised (TRL 1.16), TRL's advantages (chapters 10-13)
     sequences   token sequences: length, the loss_types' weights, overlong (chapter 13)
+    shared      prompts sharing weights: per-prompt weights, pass@k    (chapter 14)
     training    batched GRPO training, KL in the loss or the reward   (chapters 4-9)
     variance    Monte-Carlo gradient variance and direction           (chapters 2, 5)
     exact       true gradient, expected reward, exact KL, exact moments (chapters 1, 2, 6)
@@ -96,6 +97,16 @@ from .sequences import (
     sequence_weights,
     train_sequences,
 )
+from .shared import (
+    SharedPolicy,
+    SharedWorld,
+    pass_at_k,
+    pass_rate_grad,
+    shared_logits,
+    shared_update,
+    shared_world,
+    update_cosine,
+)
 from .training import (
     TabularPolicy,
     TrainConfig,
@@ -127,4 +138,6 @@ __all__ = [
     "expected_kl_estimate", "expected_kl_estimate_grad", "grad_kl_pi_ref", "grad_kl_ref_pi",
     "k3_floor", "k3_lambda", "k3_optimal_logits", "kl_estimate_table", "kl_frontier", "kl_ref_pi",
     "train_kl",
+    "SharedPolicy", "SharedWorld", "pass_at_k", "pass_rate_grad", "shared_logits",
+    "shared_update", "shared_world", "update_cosine",
 ]
