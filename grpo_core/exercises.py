@@ -243,3 +243,15 @@ def check_k2(user_fn: Callable) -> bool:
     return check(user_fn, lambda lp, ref: kl_estimate(lp, ref, "k2"), trials, name="k2",
                  rtol=1e-9, atol=1e-12,
                  hint="with log_r = ref_logp - logp: k2 = log_r ** 2 / 2 (the same for -log_r)")
+
+
+# --- chapter 14 ---
+
+def check_pass_at_k(user_fn: Callable) -> bool:
+    """Chapter 14: ``user_fn(p (n,), k) -> (n,)``: P(at least one of k answers is correct)."""
+    from .shared import pass_at_k
+
+    p = np.array([0.0, 0.02, 0.25, 0.5, 0.9, 1.0])
+    trials = [((p, k), {}) for k in (1, 2, 8, 64)]
+    return check(user_fn, pass_at_k, trials, name="pass_at_k", rtol=1e-9, atol=1e-12,
+                 hint="the k answers are independent: all k are wrong with probability (1 - p)^k")
