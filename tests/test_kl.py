@@ -231,3 +231,18 @@ def test_train_kl_bad_inputs():
         kl.train_kl(R, REF, [0, 1], beta=[0.5, -1.0], kl_estimator="k1", steps=1)
     with pytest.raises(ValueError):
         kl.train_kl(R, REF, [0, 1, 2], beta=[0.5, 1.0], kl_estimator="k1", steps=1)
+
+
+@pytest.mark.parametrize("est, bias, where, kind", [("k3", False, "loss", "group"),
+                                                    ("k3", True, "loss", "group"),
+                                                    ("k1", False, "reward", "loo")])
+def test_train_kl_agrees_with_train_batch(est, bias, where, kind):
+    # the book's loop with the same KL term: the same uniforms; it differs only by float32
+    # advantages (see above), so the curves agree closely but not bit for bit
+    seeds = np.arange(8)
+    ref_run = gc.train_batch(R, None, REF, seeds, beta=0.5, kind=kind, kl_in=where,
+                             kl_estimator=est, use_bias_correction_kl=bias, steps=60)
+    _, reward, kl_curve = kl.train_kl(R, REF, seeds, beta=0.5, kl_estimator=est, kl_in=where,
+                                      baseline=kind, use_bias_correction_kl=bias, steps=60)
+    np.testing.assert_allclose(reward, ref_run.reward, atol=0.02)
+    np.testing.assert_allclose(kl_curve, ref_run.kl, atol=0.02)
