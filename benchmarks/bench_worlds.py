@@ -42,7 +42,19 @@ def binary_run(dynamic_sampling: bool = False) -> None:
                    beta=0.0, scale_rewards="group", dynamic_sampling=dynamic_sampling)
 
 
-WORLDS = {"sequences (ch 13)": sequences_run, "binary (ch 11)": binary_run,
+def shared_run() -> None:
+    """Chapter 14: shared parameters (logits = features @ theta), G = 8, TRL's advantages."""
+    import numpy as np
+
+    import grpo_core as gc
+
+    world = gc.shared_world(0)
+    policy = gc.SharedPolicy(world.features, 32)
+    gc.train_batch(world.rewards, None, policy.initial_logits(), np.arange(32), steps=300, G=8,
+                   beta=0.0, scale_rewards="group", policy=policy)
+
+
+WORLDS = {"shared (ch 14)": shared_run, "sequences (ch 13)": sequences_run, "binary (ch 11)": binary_run,
           "binary + dyn. sampling": lambda: binary_run(dynamic_sampling=True)}
 TARGET_S = 5.0
 

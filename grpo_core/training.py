@@ -357,14 +357,15 @@ def _redraw_dead(samples, probs, rewards, rngs, max_redraws):
     per prompt ``(R,)``. Chapter 11."""
     R, P, G = samples.shape
     extra = np.zeros(R)
-    for b, rng in enumerate(rngs):
-        for _ in range(max_redraws):
-            r = rewards[np.arange(P)[:, None], samples[b]]
-            dead = np.flatnonzero(np.ptp(r, axis=-1) == 0)
-            if dead.size == 0:
-                break
-            samples[b, dead] = sample_from_uniforms(probs[b, dead], rng.random((dead.size, G)))
-            extra[b] += dead.size * G / P
+    for _ in range(max_redraws):
+        dead = np.ptp(rewards[np.arange(P)[None, :, None], samples], axis=-1) == 0  # (R, P)
+        if not dead.any():
+            break
+        n_dead = dead.sum(-1)  # (R,)
+        u = np.concatenate([rng.random((n, G)) for rng, n in zip(rngs, n_dead, strict=True)])
+        run, prompt = np.nonzero(dead)  # run-major, the order of the draws above
+        samples[run, prompt] = sample_from_uniforms(probs[run, prompt], u)
+        extra += n_dead * G / P
     return samples, extra
 
 
