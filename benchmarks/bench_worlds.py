@@ -54,7 +54,8 @@ def shared_run() -> None:
                    beta=0.0, scale_rewards="group", policy=policy)
 
 
-WORLDS = {"shared (ch 14)": shared_run, "sequences (ch 13)": sequences_run, "binary (ch 11)": binary_run,
+WORLDS = {"shared (ch 14)": shared_run, "sequences (ch 13)": sequences_run,
+          "binary (ch 11)": binary_run,
           "binary + dyn. sampling": lambda: binary_run(dynamic_sampling=True)}
 TARGET_S = 5.0
 
