@@ -255,3 +255,26 @@ def check_pass_at_k(user_fn: Callable) -> bool:
     trials = [((p, k), {}) for k in (1, 2, 8, 64)]
     return check(user_fn, pass_at_k, trials, name="pass_at_k", rtol=1e-9, atol=1e-12,
                  hint="the k answers are independent: all k are wrong with probability (1 - p)^k")
+
+
+# --- chapter 10 ---
+
+def check_clipped_term(user_fn: Callable) -> bool:
+    """Chapter 10: ``user_fn(ratio (B, T), adv (B, 1), epsilon, epsilon_high) -> (B, T)``, the
+    clipped surrogate per token, ``-min(ratio A, clip(ratio, 1 - eps, 1 + eps_high) A)``;
+    compared with :func:`grpo_core.grpo_loss` applied token by token."""
+    from .loss import grpo_loss
+
+    def reference(ratio, adv, epsilon, epsilon_high):
+        logp = torch.log(ratio)[..., None, None]  # (B, T, 1, 1): each token a lone sequence
+        A = adv.expand(ratio.shape)[..., None]  # (B, T, 1)
+        return grpo_loss(logp, torch.zeros_like(logp), None, A, torch.ones_like(logp),
+                         epsilon=epsilon, epsilon_high=epsilon_high)
+
+    rng = np.random.default_rng(10)
+    trials = [((torch.tensor(np.exp(rng.normal(0, 0.4, (B, T)))),
+                torch.tensor(rng.normal(0, 1, (B, 1))), 0.2, eps_high), {})
+              for B, T, eps_high in ((4, 5, 0.2), (6, 3, 0.28), (1, 8, 0.28))]
+    return check(user_fn, reference, trials, name="clipped_term", rtol=1e-9, atol=1e-12,
+                 hint="torch.clamp(ratio, 1 - epsilon, 1 + epsilon_high), then the minimum of "
+                      "the two products with A, negated (the loss is minimised)")
