@@ -8,19 +8,8 @@ entry to ``WORLDS`` below (a name and a function that runs its 300-step, 32-seed
 
 from __future__ import annotations
 
-import time
-
 import torch
-
-
-def best_of(fn, n: int) -> float:
-    """Minimum wall time of ``n`` calls (the least disturbed by other processes)."""
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from bench_core import best_of  # the same timing rule: the least disturbed of n runs
 
 
 def sequences_run() -> None:
