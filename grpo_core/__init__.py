@@ -17,6 +17,7 @@ Modules, one concept each:
     variance    Monte-Carlo gradient variance and direction           (chapters 2, 5)
     exact       true gradient, expected reward, exact KL, exact moments (chapters 1, 2, 6)
     kl          k1/k2/k3: exact expected values and gradients, the k3 optimum (chapter 12)
+    tiny_lm     a tiny transformer trained with grpo_loss: sort three digits (chapter 15)
     exercises   checkers for the readers' "implement it" exercises  (every chapter)
     viz         the book's two-form sliders and plotting helpers      (every chapter)
 
@@ -27,6 +28,7 @@ from . import (
     exercises,  # noqa: F401  (gc.exercises.check_...)
     kl,  # noqa: F401  (gc.kl.expected_kl_estimate_grad, ...)
     sequences,  # noqa: F401  (gc.sequences.exact_stats, ...)
+    tiny_lm,  # noqa: F401  (gc.tiny_lm.TinyLM, gc.tiny_lm.train_grpo, ...)
 )
 from .advantages import (
     KINDS,

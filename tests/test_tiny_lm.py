@@ -1,0 +1,162 @@
+"""The capstone's tiny transformer (chapter 15): task, model, sampler, and that GRPO trains it."""
+
+import numpy as np
+import pytest
+import torch
+
+import grpo_core.loss
+from grpo_core import tiny_lm as T
+
+TRAIN, HELD_OUT = T.split_prompts(0)
+
+
+@pytest.fixture(scope="module")
+def warm():
+    return T.warm_start(0, train_prompts=TRAIN)
+
+
+def test_task_split_and_answers():
+    assert TRAIN.shape == (800, 4) and HELD_OUT.shape == (200, 4)
+    together = torch.cat([TRAIN, HELD_OUT])
+    assert len(torch.unique(together, dim=0)) == 1000  # a partition of all 1,000 prompts
+    prompts = torch.tensor([[3, 1, 2, T.SEP], [0, 0, 9, T.SEP], [9, 5, 5, T.SEP]])
+    assert T.answers(prompts).tolist() == [[1, 2, 3, T.EOS], [0, 0, 9, T.EOS], [5, 5, 9, T.EOS]]
+
+
+def test_checker_reads_up_to_eos_only():
+    prompts = torch.tensor([[3, 1, 2, T.SEP]] * 4)
+    completions = torch.tensor([[1, 2, 3, T.EOS, 7],  # right; the padding is never read
+                                [1, 2, 3, 4, T.EOS],  # an extra digit
+                                [3, 1, 2, T.EOS, T.EOS],  # copied, unsorted
+                                [1, 2, 3, 3, 3]])  # no EOS: truncated
+    assert T.sort_reward(prompts, completions).tolist() == [1.0, 0.0, 0.0, 0.0]
+
+
+def test_completion_mask_matches_trl_rule():
+    # TRL 1.16 grpo_trainer.py 1881-1885: positions <= the first EOS (all if none).
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, T.VOCAB, (500, T.MAX_COMPLETION_LENGTH), generator=g)
+    is_eos = tokens == T.EOS
+    eos_idx = torch.full((len(tokens),), tokens.shape[1])
+    eos_idx[is_eos.any(1)] = is_eos.int().argmax(1)[is_eos.any(1)]
+    expected = (torch.arange(tokens.shape[1]) <= eos_idx[:, None]).double()
+    assert torch.equal(T.completion_mask(tokens), expected)
+
+
+def test_sft_targets_noise_fraction():
+    g = torch.Generator().manual_seed(1)
+    targets = T.sft_targets(TRAIN, 0.3, g)
+    copied = (targets[:, :3] == TRAIN[:, :3]).all(1)
+    right = (targets == T.answers(TRAIN)).all(1)
+    assert bool((copied | right).all())
+    unsorted = ~(T.answers(TRAIN)[:, :3] == TRAIN[:, :3]).all(1)
+    frac_wrong = (~right[unsorted]).double().mean().item()
+    assert abs(frac_wrong - 0.3) < 4 * np.sqrt(0.3 * 0.7 / int(unsorted.sum()))
+
+
+def test_model_is_causal_seeded_and_tens_of_thousands():
+    a, b = T.TinyLM(3), T.TinyLM(3)
+    x = torch.randint(0, T.VOCAB, (5, T.CONTEXT), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(a(x), b(x))
+    assert not torch.equal(T.TinyLM(4)(x), a(x))
+    y = x.clone()
+    y[:, 6:] = (y[:, 6:] + 1) % T.VOCAB  # change the future: the first six outputs must not move
+    assert torch.allclose(a(x)[:, :6], a(y)[:, :6], rtol=0, atol=1e-12)
+    assert 10_000 <= T.n_parameters(a) < 100_000
+    state = torch.get_rng_state()
+    T.TinyLM(5)
+    assert torch.equal(state, torch.get_rng_state())  # the global RNG is never used
+
+
+def test_token_logps_score_what_generate_samples(warm):
+    gen = torch.Generator().manual_seed(0)
+    batch = T.generate(warm, HELD_OUT[:64], gen)
+    logp, entropy = T.token_logps(warm, batch.prompts, batch.tokens)
+    assert logp.shape == entropy.shape == batch.tokens.shape
+    # Recompute each sampled token's probability step by step from the model's own next-token
+    # distribution, as the sampler saw it.
+    seq = batch.prompts
+    for t in range(batch.tokens.shape[1]):
+        probs = torch.softmax(warm(seq)[:, -1], -1)
+        tok = batch.tokens[:, t]
+        expected = probs.gather(1, tok[:, None]).squeeze(1).log()
+        keep = batch.mask[:, t] == 1
+        assert torch.allclose(logp[keep, t], expected[keep], rtol=0, atol=1e-10)
+        seq = torch.cat([seq, tok[:, None]], 1)
+    assert bool((entropy >= 0).all()) and bool((entropy <= np.log(T.VOCAB) + 1e-12).all())
+
+
+def test_exact_pass_at_1_matches_sampling(warm):
+    prompts = HELD_OUT[:20]
+    exact = T.pass_at_1(warm, prompts)
+    n = 200
+    batch = T.generate(warm, prompts.repeat_interleave(n, 0), torch.Generator().manual_seed(2))
+    sampled = T.sort_reward(batch.prompts, batch.tokens)
+    se = sampled.std() / np.sqrt(len(sampled))
+    assert abs(sampled.mean() - exact) < 4 * se
+
+
+def test_warm_start_is_imperfect_but_learns(warm):
+    start, after = T.pass_at_1(T.TinyLM(0), HELD_OUT), T.pass_at_1(warm, HELD_OUT)
+    assert start < 0.01 and 0.4 < after < 0.766  # 0.766: the best the 30 %-wrong data allows
+
+
+def test_training_step_calls_grpo_loss(monkeypatch, warm):
+    calls = []
+    real = grpo_core.loss.grpo_loss
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(grpo_core.loss, "grpo_loss", spy)
+    T.train_grpo(warm, TRAIN, HELD_OUT, steps=3, num_iterations=2, epsilon_high=0.28)
+    assert len(calls) == 3 * 2
+    assert calls[0]["loss_type"] == "dapo" and calls[0]["epsilon_high"] == 0.28
+
+
+def test_the_step_trains_on_what_grpo_loss_returns(monkeypatch, warm):
+    # With grpo_loss's gradient zeroed the step must not move the model: it has no loss of its own.
+    monkeypatch.setattr(grpo_core.loss, "grpo_loss", lambda logp, *a, **k: 0.0 * logp.sum())
+    run = T.train_grpo(warm, TRAIN, HELD_OUT, steps=2)
+    for p, q in zip(run.model.parameters(), warm.parameters(), strict=True):
+        assert torch.equal(p, q)
+
+
+def test_grpo_raises_reward_and_held_out_accuracy(warm):
+    run = T.train_grpo(warm, TRAIN, HELD_OUT, seed=0, steps=60)
+    r = run.metrics["reward"]
+    assert r[-15:].mean() > r[:15].mean() + 0.1
+    assert run.held_out[-1] > run.held_out[0] + 0.15
+    assert set(run.metrics) == set(T.METRICS)
+    assert all(v.shape == (60,) for v in run.metrics.values())
+    assert (run.metrics["clip_ratio/region_mean"] == 0).all()  # mu = 1: the ratio is exactly 1
+
+
+def test_off_policy_steps_clip_and_runs_are_reproducible(warm):
+    a = T.train_grpo(warm, TRAIN, HELD_OUT, seed=1, steps=10, num_iterations=2)
+    b = T.train_grpo(warm, TRAIN, HELD_OUT, seed=1, steps=10, num_iterations=2)
+    assert a.metrics["clip_ratio/region_mean"].max() > 0
+    for name in T.METRICS:
+        np.testing.assert_array_equal(a.metrics[name], b.metrics[name])
+    np.testing.assert_array_equal(a.held_out, b.held_out)
+
+
+def test_a_checker_that_never_passes_leaves_every_group_dead(warm):
+    run = T.train_grpo(warm, TRAIN, HELD_OUT, steps=5, reward_fn=lambda p, c: np.zeros(len(p)))
+    assert (run.metrics["frac_reward_zero_std"] == 1).all()
+    assert (run.held_out == run.held_out[0]).all()  # the advantages are 0: nothing moves
+
+
+@pytest.mark.parametrize("knobs, name", [
+    ({"num_generations": 1}, "num_generations"), ({"num_iterations": 0}, "num_iterations"),
+    ({"loss_type": "mean"}, "loss_type"), ({"scale_rewards": "std"}, "scale_rewards"),
+    ({"learning_rate": 0.0}, "learning_rate"), ({"temperature": -1.0}, "temperature")])
+def test_bad_knobs_name_themselves(knobs, name):
+    with pytest.raises(ValueError, match=name):
+        T.GRPOConfig(**knobs)
+
+
+def test_bad_model_shape():
+    with pytest.raises(ValueError, match="n_heads"):
+        T.TinyLM(0, d_model=30, n_heads=4)
