@@ -278,3 +278,19 @@ def check_clipped_term(user_fn: Callable) -> bool:
     return check(user_fn, reference, trials, name="clipped_term", rtol=1e-9, atol=1e-12,
                  hint="torch.clamp(ratio, 1 - epsilon, 1 + epsilon_high), then the minimum of "
                       "the two products with A, negated (the loss is minimised)")
+
+
+# --- chapter 15 ---
+
+def check_completion_mask(user_fn: Callable) -> bool:
+    """Chapter 15: ``user_fn(tokens (B, T) long, eos: int) -> (B, T)``, TRL's completion mask:
+    1 up to and including the first ``eos``, 0 after it, all ones where no ``eos`` came;
+    compared with :func:`grpo_core.tiny_lm.completion_mask` on random token batches."""
+    from .tiny_lm import completion_mask
+
+    g = torch.Generator().manual_seed(15)
+    trials = [((torch.randint(0, vocab, (B, T), generator=g), eos), {})
+              for B, T, vocab, eos in ((6, 5, 12, 11), (20, 8, 4, 3), (3, 1, 2, 0))]
+    return check(user_fn, completion_mask, trials, name="completion_mask", rtol=0, atol=0,
+                 hint="a position is kept when no EOS came strictly before it: a cumulative "
+                      "count of EOS tokens, shifted by one")

@@ -342,6 +342,15 @@ def band_among(ax, x, curves: Mapping[Any, np.ndarray], chosen, *, label: str,
     return band(ax, x, curves[chosen], label=label, color=color)
 
 
+def moving_average(y: np.ndarray, k: int) -> np.ndarray:
+    """The mean of each window of ``k`` consecutive values along the last axis of ``y (..., T)``,
+    returned as ``(..., T - k + 1)``: noisy per-step training logs, smoothed the same way in every
+    figure. Used by chapter 15."""
+    y = np.asarray(y, dtype=float)
+    c = np.cumsum(np.concatenate([np.zeros((*y.shape[:-1], 1)), y], axis=-1), axis=-1)
+    return (c[..., k:] - c[..., :-k]) / k
+
+
 def book_style() -> None:
     """The book's matplotlib defaults: compact figures, readable fonts, light grid. Used by every
     chapter's setup cell."""

@@ -160,3 +160,17 @@ def test_bad_knobs_name_themselves(knobs, name):
 def test_bad_model_shape():
     with pytest.raises(ValueError, match="n_heads"):
         T.TinyLM(0, d_model=30, n_heads=4)
+
+
+def test_completion_mask_checker_accepts_the_solution_and_rejects_off_by_one(capsys):
+    def right(tokens, eos):
+        is_eos = (tokens == eos).long()
+        return (is_eos.cumsum(1) - is_eos == 0).double()
+
+    def drops_eos(tokens, eos):  # the EOS itself left out of the mask
+        return ((tokens == eos).long().cumsum(1) == 0).double()
+
+    from grpo_core.exercises import check_completion_mask
+    assert check_completion_mask(right)
+    assert not check_completion_mask(drops_eos)
+    assert "differs on trial" in capsys.readouterr().out

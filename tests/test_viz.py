@@ -86,3 +86,11 @@ def test_bad_slider_definitions_are_refused(kwargs, word):
     args.update(kwargs)
     with pytest.raises(ValueError, match=word):
         viz.slider(**args)
+
+
+def test_moving_average_is_the_window_mean():
+    import numpy as np
+    y = np.random.default_rng(0).normal(size=(3, 20))
+    got = viz.moving_average(y, 5)
+    assert got.shape == (3, 16)
+    np.testing.assert_allclose(got[:, 7], y[:, 7:12].mean(-1), rtol=1e-12)
