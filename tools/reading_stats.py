@@ -4,7 +4,9 @@
     python tools/reading_stats.py book/03_*.ipynb     # some of them
 
 What a reader of the rendered page meets:
-- prose words: words in markdown cells (math and code spans count as words, roughly);
+- prose words: words in markdown cells (math and code spans count as words, roughly; table
+  pipes, MyST directive fences and their ``:option:`` lines are not words);
+- fenced code in markdown (an exercise's stub) counts as visible code lines, not words;
 - visible code lines: non-blank source lines of code cells not tagged ``remove-cell``,
   ``remove-input``, ``hide-input`` or ``hide-cell`` (collapsed code is counted apart, as "hidden");
 - shown source: non-blank lines of package source a visible ``viz.show_source`` output prints
@@ -31,11 +33,35 @@ ROOT = Path(__file__).resolve().parent.parent
 WORDS_PER_MIN, LINES_PER_MIN, MIN_PER_FIGURE, MIN_PER_EXERCISE = 150, 20, 1.5, 4
 HIDDEN_CODE = {"remove-cell", "remove-input", "hide-input", "hide-cell"}
 DROPDOWN = re.compile(r"^(`{3,}|:{3,})\{dropdown\}.*?^\1[ \t]*$", re.M | re.S)
+FENCE = re.compile(r"^\s*(`{3,}|:{3,})(.*)$")
+NOT_WORDS = re.compile(r"^\s*:[\w-]+:.*$|(?<!\S)\|(?!\S)|^\s*\|[-:| ]+\|\s*$", re.M)
 HIDDEN_OUTPUT = {"remove-cell", "remove-output", "hide-output", "hide-cell"}
 
 
 def _text(x: str | list[str]) -> str:
     return "".join(x) if isinstance(x, list) else x
+
+
+def _split_code(markdown: str) -> tuple[str, int]:
+    """(prose with fence lines and fenced code removed, non-blank fenced code lines)."""
+    prose, code, stack = [], 0, []  # stack: open fences, each (marker, is code)
+    for line in markdown.splitlines():
+        m = FENCE.match(line)
+        if m and stack and m.group(1) == stack[-1][0] and not m.group(2).strip():
+            stack.pop()  # a closing fence
+            continue
+        if m and not (stack and stack[-1][1]):
+            stack.append((m.group(1), not m.group(2).strip().startswith("{")))
+            continue
+        if stack and stack[-1][1]:
+            code += bool(line.strip())
+        else:
+            prose.append(line)
+    return "\n".join(prose), code
+
+
+def _words(markdown: str) -> int:
+    return len(re.findall(r"\S+", NOT_WORDS.sub(" ", markdown)))
 
 
 def chapter_stats(path: Path) -> dict[str, float]:
@@ -48,8 +74,10 @@ def chapter_stats(path: Path) -> dict[str, float]:
         if cell["cell_type"] == "markdown":
             if "remove-cell" not in tags:
                 folded = "".join(m.group(0) for m in DROPDOWN.finditer(src))
-                s["optional"] += len(re.findall(r"\S+", folded))
-                s["words"] += len(re.findall(r"\S+", DROPDOWN.sub("", src)))
+                prose, code = _split_code(DROPDOWN.sub("", src))
+                s["code"] += code
+                s["optional"] += _words(_split_code(folded)[0])
+                s["words"] += _words(prose)
                 s["exercises"] += len(re.findall(r"\*\*Exercise \d+", src))
             continue
         if cell["cell_type"] != "code":
