@@ -53,6 +53,11 @@ def answers(prompts: torch.Tensor) -> torch.Tensor:
     return torch.cat([prompts[:, :3].sort(dim=1).values, torch.full_like(prompts[:, :1], EOS)], 1)
 
 
+def decode(tokens: torch.Tensor) -> str:
+    """A row of tokens ``(T,)`` as text: ``3 1 2 = 1 2 3 <eos>``."""
+    return " ".join({SEP: "=", EOS: "<eos>"}.get(int(t), str(int(t))) for t in tokens)
+
+
 def sort_reward(prompts: torch.Tensor, completions: torch.Tensor) -> np.ndarray:
     """The checker: 1.0 where a completion ``(B, T)`` starts with the prompt's answer, else 0.0.
 

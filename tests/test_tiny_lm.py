@@ -174,3 +174,7 @@ def test_completion_mask_checker_accepts_the_solution_and_rejects_off_by_one(cap
     assert check_completion_mask(right)
     assert not check_completion_mask(drops_eos)
     assert "differs on trial" in capsys.readouterr().out
+
+
+def test_decode():
+    assert T.decode(torch.tensor([3, 1, 2, T.SEP, 1, 2, 3, T.EOS])) == "3 1 2 = 1 2 3 <eos>"
