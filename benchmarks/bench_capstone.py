@@ -54,8 +54,8 @@ def main() -> None:
 
     t_fb = best_of(forward_backward, 20)
     print(f"  of which: sampling {1e3 * t_gen:.1f} ms, one forward + backward {1e3 * t_fb:.1f} ms")
-    t_run = best_of(lambda: T.train_grpo(warm, train, held_out, steps=80, num_iterations=2), 1)
-    print(f"the chapter's run (80 steps, num_iterations = 2, 5 evaluations): {t_run:.2f} s")
+    t_run = best_of(lambda: T.train_grpo(warm, train, held_out, steps=60, num_iterations=2), 1)
+    print(f"the chapter's run (60 steps, num_iterations = 2, 4 evaluations): {t_run:.2f} s")
 
 
 if __name__ == "__main__":
