@@ -3,6 +3,7 @@
     python tools/browser_check.py                # the book in this repository
     python tools/browser_check.py --book DIR     # a book in DIR (DIR/_toc.yml, DIR/_build/html)
     python tools/browser_check.py --update-docs  # also copy slider screenshots to docs/images/
+    python tools/browser_check.py --width 390    # at phone width, with phone screenshots
 
 Serves the built HTML on 127.0.0.1 (a free port) and, for every page of _toc.yml (the root and
 every `file:` entry), checks that:
@@ -23,6 +24,14 @@ every `file:` entry), checks that:
   its input's current label, each input's aria-valuetext (what a screen reader announces) is
   "param = label", exactly one frame is visible, its data-key (and alt text) name the
   slider's current values, and its picture differs from the one shown before the move.
+
+At every width it also checks the layout: the page does not scroll sideways, and no display
+equation is wider than the column without scrolling inside its box (a clipped equation). At phone
+width (`--width` 640 or less) every figure must be shown at 90% of its pixel size or more (scaled to
+a 360 px column, a figure's text is 3-5 px high; _static/grpo.css shows it at its own size in an
+output box that scrolls sideways), and a screenshot of each page's widest figure and widest
+equation is saved (`PAGE-figure.png`, `PAGE-math.png`). Each page's line reports the smallest
+figure scale shown (CSS px per image px).
 
 Requests to any other host are blocked, so the check is the same online and offline. Chromium is
 Debian's (`apt-get install -y chromium`) at /usr/bin/chromium; Playwright never downloads a browser.
@@ -57,6 +66,9 @@ CHROMIUM_ARGS = [
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]
 VIEWPORT = {"width": 1280, "height": 900}
+PHONE_WIDTH = 640  # at this width or less: phone checks and screenshots (_static/grpo.css)
+PHONE_HEIGHT = 844  # with --width 390: an iPhone 12-15's viewport in CSS px
+MIN_PHONE_SCALE = 0.9  # a figure shown smaller than this at phone width has unreadable text
 SCREENSHOTS = {"initial": "slider-initial.png", "moved": "slider-moved.png", "page": "page.png"}
 DOCS_IMAGES = ROOT / "docs" / "images"
 
@@ -77,6 +89,7 @@ class PageResult:
     external: int = 0  # images from other hosts (badges): not loaded here, not checked
     sliders: int = 0
     values: int = 0
+    min_scale: float | None = None  # smallest shown/natural width of a figure
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
 
@@ -145,6 +158,33 @@ JS_RAW_TEX = r"""async () => {
   }
   return {mathjax: !!(window.MathJax && MathJax.version), version: (window.MathJax || {}).version
           || null, raw: found};
+}"""
+
+# In the page: the layout at this width. Sideways page overflow; display equations wider than their
+# box that do not scroll inside it (clipped); each visible figure's shown/natural width.
+JS_LAYOUT = r"""() => {
+  const scope = document.querySelector("article") || document.querySelector("main")
+    || document.body;
+  const doc = document.documentElement;
+  const math = [];
+  scope.querySelectorAll("div.math").forEach((box, i) => {
+    const c = box.querySelector("mjx-container");
+    const m = c && c.querySelector("mjx-math");
+    if (!m) { return; }
+    const wide = m.getBoundingClientRect().width > box.clientWidth + 1;
+    const scrolls = c.scrollWidth > c.clientWidth + 1
+      && /auto|scroll/.test(getComputedStyle(c).overflowX)
+      && c.getBoundingClientRect().right <= box.getBoundingClientRect().right + 1;
+    math.push({index: i, id: box.id || "", width: m.getBoundingClientRect().width,
+               box: box.clientWidth, clipped: wide && !scrolls});
+  });
+  const figures = Array.from(scope.querySelectorAll("div.cell_output img"))
+    .filter((img) => img.naturalWidth > 0 && img.checkVisibility())
+    .map((img, i) => ({index: i, natural: img.naturalWidth,
+                       shown: img.getBoundingClientRect().width,
+                       what: img.getAttribute("data-key") || (img.getAttribute("alt") || "")
+                         .slice(0, 60)}));
+  return {overflow: doc.scrollWidth - doc.clientWidth, math: math, figures: figures};
 }"""
 
 JS_DUPLICATE_IDS = """() => {
@@ -321,8 +361,49 @@ def walk(params: list[str], sizes: dict[str, int], start: dict[str, int]) -> lis
     return moves
 
 
+def check_layout(page, result: PageResult, phone: bool) -> None:
+    """No sideways page scroll, no clipped display equation; at phone width, no figure shown
+    below MIN_PHONE_SCALE of its pixel size."""
+    layout = page.evaluate(JS_LAYOUT)
+    if layout["overflow"] > 1:
+        result.fail(f"the page scrolls sideways by {layout['overflow']} px")
+    for m in layout["math"]:
+        if m["clipped"]:
+            result.fail(f"display equation {m['id'] or m['index']} is clipped: "
+                        f"{m['width']:.0f} px wide in a {m['box']} px box that does not scroll")
+    scales = [f["shown"] / f["natural"] for f in layout["figures"]]
+    result.min_scale = min(scales) if scales else None
+    if phone:
+        for f, scale in zip(layout["figures"], scales, strict=True):
+            if scale < MIN_PHONE_SCALE:
+                result.fail(f"figure {f['what']!r} shown at {scale:.2f} of its {f['natural']} px "
+                            f"(below {MIN_PHONE_SCALE} at phone width: its text is unreadable)")
+
+
+def phone_screenshots(page, base: str, name: str, out: Path) -> list[Path]:
+    """At phone width: the viewport around the page's widest figure and its widest display
+    equation (a figure's output box and an equation's box scroll sideways)."""
+    page.goto(f"{base}{name}.html", wait_until="load")
+    page.evaluate(JS_RAW_TEX)  # waits for MathJax to typeset
+    layout = page.evaluate(JS_LAYOUT)
+    out.mkdir(parents=True, exist_ok=True)
+    stem, saved = name.replace("/", "_"), []
+    for kind, items, selector in (("figure", layout["figures"], "div.cell_output img"),
+                                  ("math", layout["math"], "div.math")):
+        if not items:
+            continue
+        widest = max(items, key=lambda it: it["natural"] if kind == "figure" else it["width"])
+        target = page.locator(f"article {selector}" if kind == "math"
+                              else f"article {selector}:visible").nth(widest["index"])
+        target.evaluate("(el) => el.scrollIntoView({block: 'center'})")
+        path = out / f"{stem}-{kind}.png"
+        page.screenshot(path=path)
+        saved.append(path)
+    return saved
+
+
 def check_page(page, base: str, name: str, errors: list[str], bad_requests: list[str],
-               notebook: bool = False) -> PageResult:
+               notebook: bool = False, phone: bool = False) -> PageResult:
     result = PageResult(name)
     t0 = time.perf_counter()
     errors.clear()
@@ -349,6 +430,7 @@ def check_page(page, base: str, name: str, errors: list[str], bad_requests: list
         result.fail(f"raw TeX visible (MathJax {tex['version'] or 'not loaded'}): ...{snippet}...")
     if len(tex["raw"]) > 5:
         result.fail(f"... and {len(tex['raw']) - 5} more text node(s) with raw TeX")
+    check_layout(page, result, phone)
     dups = page.evaluate(JS_DUPLICATE_IDS)
     if dups:
         result.fail(f"duplicate ids: {', '.join(dups)}")
@@ -400,7 +482,7 @@ def screenshots(page, base: str, name: str, out: Path) -> list[Path]:
     return paths
 
 
-def run(book: Path, html: Path, shots: Path, update_docs: bool) -> int:
+def run(book: Path, html: Path, shots: Path, update_docs: bool, width: int = 1280) -> int:
     from playwright.sync_api import sync_playwright
 
     toc = yaml.safe_load((book / "_toc.yml").read_text(encoding="utf-8"))
@@ -421,11 +503,16 @@ def run(book: Path, html: Path, shots: Path, update_docs: bool) -> int:
     ignored: list[str] = []
     results: list[PageResult] = []
     saved: list[Path] = []
+    phone_saved: list[Path] = []
     t0 = time.perf_counter()
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+            phone = width <= PHONE_WIDTH
+            viewport = {"width": width,
+                        "height": PHONE_HEIGHT if phone else VIEWPORT["height"]}
+            context = browser.new_context(viewport=viewport, device_scale_factor=1,
+                                          is_mobile=phone, has_touch=phone)
 
             def route(r):  # the book's own files only: no request leaves this machine
                 if r.request.url.startswith(base) or r.request.url.startswith("data:"):
@@ -455,10 +542,12 @@ def run(book: Path, html: Path, shots: Path, update_docs: bool) -> int:
             page.on("response", on_response)
             for name in pages:
                 notebook = (book / f"{name}.ipynb").is_file()
-                result = check_page(page, base, name, errors, bad_requests, notebook)
+                result = check_page(page, base, name, errors, bad_requests, notebook, phone)
                 results.append(result)
                 status = "ok  " if not result.failures else "FAIL"
                 extra = f"  + {result.external} external image(s)" if result.external else ""
+                if result.min_scale is not None:
+                    extra += f"  smallest figure scale {result.min_scale:.2f}"
                 print(f"{status} {name:40} images {result.images:3}  sliders {result.sliders:2}"
                       f"  values checked {result.values:3}  ({result.seconds:.1f} s){extra}",
                       flush=True)
@@ -466,6 +555,9 @@ def run(book: Path, html: Path, shots: Path, update_docs: bool) -> int:
             for r in results[1:]:  # the first chapter (not the intro) with a visible slider
                 if r.sliders and not saved:
                     chapter, saved = r.page, screenshots(page, base, r.page, shots)
+            if phone:
+                for name in pages:
+                    phone_saved.extend(phone_screenshots(page, base, name, shots))
             browser.close()
     finally:
         server.shutdown()
@@ -477,6 +569,9 @@ def run(book: Path, html: Path, shots: Path, update_docs: bool) -> int:
         print(f"screenshots of {chapter}: {', '.join(str(p) for p in saved)}")
     else:
         print("no chapter with a visible slider: no screenshots")
+    if phone_saved:
+        print(f"{len(phone_saved)} phone screenshots (widest figure and equation per page) in "
+              f"{shots}")
     if update_docs:
         if saved and not failures:
             DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
@@ -510,11 +605,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="where to save screenshots (default: BOOK/_build/screenshots)")
     parser.add_argument("--update-docs", action="store_true",
                         help=f"copy the slider screenshots to {DOCS_IMAGES.relative_to(ROOT)}/")
+    parser.add_argument("--width", type=int, default=VIEWPORT["width"],
+                        help=f"viewport width in CSS px (default {VIEWPORT['width']}); "
+                        f"<= {PHONE_WIDTH}: phone checks and screenshots, e.g. 390")
     args = parser.parse_args(argv)
     book = args.book.resolve()
     html = (args.html or book / "_build" / "html").resolve()
     shots = (args.screenshots or book / "_build" / "screenshots").resolve()
-    return run(book, html, shots, args.update_docs)
+    if args.width < 200:
+        parser.error(f"--width must be at least 200 CSS px, got {args.width}")
+    return run(book, html, shots, args.update_docs, args.width)
 
 
 if __name__ == "__main__":
