@@ -319,6 +319,18 @@ def plain_log(*axes, xticks=None, yticks=None) -> None:
         ax.minorticks_off()
 
 
+def quiet_minor_ticks(*axes) -> None:
+    """No minor ticks, and plain labels (0.01, not mathtext 10^-2) on the log axes' automatic
+    major ticks: cleaner, and several times faster to draw. Used by chapter 5."""
+    from matplotlib.ticker import FuncFormatter, NullLocator
+
+    for ax in axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_minor_locator(NullLocator())
+            if axis.get_scale() == "log":
+                axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+
+
 def reference(ax, y: float, label: str, *, color: str = "black", ls: str = "--"):
     """One style for a horizontal reference line (a ceiling, the reference policy's value, an
     exact value). Returns the line. Used by chapters 1, 4-9."""
