@@ -8,7 +8,9 @@ tools/run_notebooks.py did when it stored their outputs.
 import os
 from pathlib import Path
 
-os.environ.update({"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+os.environ.update({"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                   # every check of a stored number is strict (grpo_core/notebook.py)
+                   "GRPO_BOOK_STRICT": "1"})
 # Unset, ipykernel picks the inline backend, as in tools/run_notebooks.py.
 os.environ.pop("MPLBACKEND", None)
 
