@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import grpo_core as gc
+from grpo_core.exact import kl_optimal_logits
 
 W = gc.toy_world(0)
 REF, R = W.ref_logits, W.rewards
@@ -123,3 +124,119 @@ def test_alignment_scale_and_cosine():
     assert np.isclose(gc.alignment(group, truth)[0], gc.expected_scale("group", 4))
     with pytest.raises(ValueError, match="truth"):
         gc.alignment(truth, truth[:, :3])
+
+
+# The KL-regularised optimum pi*_beta, which chapter 6's reward-KL frontier is drawn from.
+
+
+def _kl_objective(logits, beta):
+    """E_pi[r] - beta * KL(pi || pi_ref), averaged over prompts."""
+    return gc.expected_reward(logits, R) - beta * gc.exact_kl(logits, REF)
+
+
+@pytest.mark.parametrize("beta", [0.05, 0.3, 2.0])
+def test_the_optimum_has_zero_gradient(beta):
+    logits = torch.tensor(kl_optimal_logits(R, REF, beta), requires_grad=True)
+    lp = torch.log_softmax(logits, -1)
+    ref_lp = torch.log_softmax(torch.tensor(REF), -1)
+    obj = (lp.exp() * torch.tensor(R)).sum(-1) - beta * (lp.exp() * (lp - ref_lp)).sum(-1)
+    obj.sum().backward()
+    assert logits.grad.abs().max() < 1e-12
+
+
+@pytest.mark.parametrize("beta", [0.05, 0.3, 2.0])
+def test_no_perturbation_beats_the_optimum(beta):
+    best = kl_optimal_logits(R, REF, beta)
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        other = best + rng.normal(0, 0.3, best.shape)
+        assert _kl_objective(other, beta) < _kl_objective(best, beta)
+
+
+def test_trained_policies_lie_below_the_frontier():
+    """No policy has more reward for its KL than the optimum with the same KL."""
+    res = gc.train_batch(R, None, REF, [0, 1], beta=[0.1, 0.5], steps=100)
+    for logits in res.logits:
+        kl = gc.exact_kl(logits, REF)
+        betas = np.geomspace(1e-3, 1e2, 2000)
+        kls = np.array([gc.exact_kl(kl_optimal_logits(R, REF, b), REF) for b in betas])
+        b = betas[np.argmin(np.abs(kls - kl))]  # the optimum with (about) the same KL
+        frontier = gc.expected_reward(kl_optimal_logits(R, REF, b), R)
+        assert gc.expected_reward(logits, R) < frontier + 1e-3
+
+
+def test_limits_and_validation():
+    np.testing.assert_allclose(gc.softmax(kl_optimal_logits(R, REF, 1e6)), gc.softmax(REF),
+                               atol=1e-5)
+    greedy = gc.softmax(kl_optimal_logits(R, REF, 1e-3))
+    assert np.all(greedy.argmax(-1) == R.argmax(-1))
+    with pytest.raises(ValueError):
+        kl_optimal_logits(R, REF, 0.0)
+    with pytest.raises(ValueError):
+        kl_optimal_logits(R, REF[:, :5], 0.1)
+
+
+# The k3 KL estimator that the toy's exact KL stands in for (chapter 9).
+
+P, A = REF.shape
+ALL = np.tile(np.arange(A), (P, 1))  # (P, A): every answer once, to take exact expectations
+
+
+def _perturbed(seed=0, scale=1.0):
+    return REF + np.random.default_rng(seed).normal(0, scale, REF.shape)
+
+
+def test_k3_is_zero_at_the_reference_and_never_negative():
+    assert np.all(gc.k3_kl(REF, REF, ALL) == 0.0)
+    for seed in range(5):
+        assert np.all(gc.k3_kl(_perturbed(seed, 2.0), REF, ALL) >= 0.0)
+
+
+def test_k3_matches_its_formula():
+    logits = _perturbed(1)
+    ratio = gc.softmax(REF) / gc.softmax(logits)
+    np.testing.assert_allclose(gc.k3_kl(logits, REF, ALL), ratio - np.log(ratio) - 1, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_k3_value_is_unbiased_for_kl_pi_ref(seed):
+    logits = _perturbed(seed)
+    expected = (gc.softmax(logits) * gc.k3_kl(logits, REF, ALL)).sum(-1).mean()
+    assert abs(expected - gc.exact_kl(logits, REF)) < 1e-12
+
+
+def test_k3_monte_carlo_mean_approaches_the_exact_kl():
+    logits = _perturbed(3)
+    samples = gc.sample_group(logits, 64, np.random.default_rng(0), repeats=500)  # (R, P, G)
+    est = gc.k3_kl(logits, REF, samples)
+    assert est.shape == samples.shape
+    se = est.mean(axis=(-1, -2)).std() / np.sqrt(len(est))
+    assert abs(est.mean() - gc.exact_kl(logits, REF)) < 4 * se
+
+
+def test_k3_expected_gradient_is_that_of_the_reverse_kl():
+    """Samples held fixed (drawn from pi): E[grad k3] = grad KL(pi_ref || pi) = pi - pi_ref."""
+    logits = _perturbed(4)
+    pi0 = torch.tensor(gc.softmax(logits))
+    t = torch.tensor(logits, requires_grad=True)
+    log_ratio = torch.log_softmax(torch.tensor(REF), -1) - torch.log_softmax(t, -1)
+    (pi0 * (torch.exp(log_ratio) - log_ratio - 1)).sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), gc.softmax(logits) - gc.softmax(REF), atol=1e-12)
+    # and the numpy function has the same expected value as the torch expression
+    val = (gc.softmax(logits) * gc.k3_kl(logits, REF, ALL)).sum()
+    assert abs(val - (pi0 * (torch.exp(log_ratio) - log_ratio - 1)).sum().item()) < 1e-12
+
+
+def test_k3_broadcasts_batched_logits():
+    logits = np.stack([_perturbed(0), _perturbed(1)])  # (2, P, A)
+    out = gc.k3_kl(logits, REF, np.broadcast_to(ALL, (2, P, A)))
+    np.testing.assert_array_equal(out[1], gc.k3_kl(_perturbed(1), REF, ALL))
+
+
+def test_k3_rejects_bad_input():
+    with pytest.raises(ValueError):
+        gc.k3_kl(REF, REF, np.full((P, 2), A))  # answer index out of range
+    with pytest.raises(TypeError):
+        gc.k3_kl(REF, REF, np.zeros((P, 2)))  # float indices
+    with pytest.raises(ValueError):
+        gc.k3_kl(REF[:, :5], REF, ALL[:, :5])  # shapes disagree
