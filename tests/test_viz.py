@@ -94,3 +94,63 @@ def test_moving_average_is_the_window_mean():
     got = viz.moving_average(y, 5)
     assert got.shape == (3, 16)
     np.testing.assert_allclose(got[:, 7], y[:, 7:12].mean(-1), rtol=1e-12)
+
+
+def _decoded(png: bytes):
+    import io
+
+    from PIL import Image
+
+    return Image.open(io.BytesIO(png))
+
+
+def test_ink_box_is_the_box_of_non_background_pixels():
+    import numpy as np
+
+    rgba = np.full((10, 20, 4), 255, np.uint8)
+    assert viz._ink_box(rgba, np.array([255, 255, 255, 255], np.uint8)) is None
+    rgba[3, 5] = rgba[6, 12] = (0, 0, 0, 255)
+    assert viz._ink_box(rgba, np.array([255, 255, 255, 255], np.uint8)) == (5, 3, 13, 7)
+
+
+def test_frames_are_cropped_to_the_drawing_in_one_draw():
+    viz.book_style()
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1], [0, 1], label="a line")
+    ax.legend()
+    draws = []
+    fig.canvas.mpl_connect("draw_event", lambda _event: draws.append(1))
+    image = _decoded(viz._png(fig, 60))
+    plt.close(fig)
+    assert len(draws) == 1, "one draw per frame"
+    assert image.mode == "P", "256-colour palette"
+    w, h = image.size
+    assert w < 4 * 60 and h < 3 * 60, "the white margin is cropped"
+    pad = round(matplotlib.rcParams["savefig.pad_inches"] * 60)
+    px = image.convert("RGB").load()
+    assert all(px[x, y] == (255, 255, 255) for x in range(w) for y in range(pad - 1)), \
+        "savefig.pad_inches of margin is kept"
+
+
+def test_a_drawing_past_the_canvas_edge_is_not_cut_off():
+    viz.book_style()
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1], [0, 1], label="a legend outside the axes")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1))
+    image = _decoded(viz._png(fig, 60))
+    plt.close(fig)
+    assert image.size[0] > 3 * 60, "savefig's tight box takes in the legend beyond the canvas"
+
+
+def test_inline_figures_use_the_single_draw_png():
+    import base64
+
+    viz.book_style()
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1], [1, 0])
+    text = viz._inline_png(fig)
+    assert isinstance(text, str) and _decoded(base64.b64decode(text)).mode == "P"
+    plt.close(fig)
+    empty = plt.figure()
+    assert viz._inline_png(empty) is None, "an empty figure shows nothing, as in IPython"
+    plt.close(empty)
