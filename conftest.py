@@ -23,6 +23,41 @@ def pytest_configure(config):
         config.option.nbval_sanitize_with = str(config.rootpath / name)
 
 
+# --- the longest files first. pytest-xdist's `--dist loadfile` hands out whole files in
+# collection order (pyproject.toml turns off its default reordering, which puts the files with the
+# most tests first, whatever they cost): with the longest first, the short ones fill the two
+# workers' tails. The order comes from the previous run's times (the pytest cache,
+# .pytest_cache/); without them, notebooks first, then the unit tests, each in name order. ---
+_CACHE_KEY = "grpo/file_seconds"
+
+
+def _file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(session, config, items):
+    cache = getattr(config, "cache", None)
+    seconds = cache.get(_CACHE_KEY, {}) if cache is not None else {}
+    first = {}
+    for i, item in enumerate(items):
+        first.setdefault(_file_of(item.nodeid), i)
+
+    def key(item):
+        path = _file_of(item.nodeid)
+        return (-seconds.get(path, 0.0), not path.endswith(".ipynb"), first[path])
+
+    items[:] = sorted(items, key=key)  # stable: a file's items keep their order
+
+
+def pytest_sessionfinish(session):
+    cache = getattr(session.config, "cache", None)
+    if cache is None or hasattr(session.config, "workerinput") or not _FILE_SECONDS:
+        return  # a worker, or nothing ran: the controller (or a plain run) records the times
+    seconds = cache.get(_CACHE_KEY, {})
+    seconds.update({path: round(s, 1) for path, s in _FILE_SECONDS.items()})
+    cache.set(_CACHE_KEY, seconds)
+
+
 # --- the slowest notebooks (and test files), summed over their items; works under pytest-xdist,
 # whose controller receives every worker's reports. ---
 _FILE_SECONDS: dict[str, float] = {}
