@@ -65,14 +65,15 @@ def _png(fig, dpi: float) -> bytes:
     Drawn once at `dpi`. With savefig.bbox "tight" (book_style) the image is cropped to the
     pixels that differ from the figure's background, plus savefig.pad_inches: savefig's tight
     box would draw the figure twice, and matplotlib's tight box walks every artist again (about
-    a fifth of a draw). When ink touches the canvas edge (a legend placed outside the axes), the
-    drawing may go on beyond it, so savefig's tight box is used, as before. Colours are reduced
-    by PIL's maximum coverage (half median cut's time here, white stays exactly white, no
-    channel off by more than 2; fast octree is faster but turns white into 254)."""
+    a fifth of a draw). Only when ink touches the canvas edge (a legend placed outside the axes)
+    is matplotlib's tight box computed, and if the drawing goes on beyond the canvas, savefig
+    draws it once more into that box (the previous version cut such a legend off). Colours are
+    reduced by PIL's maximum coverage (half median cut's time here, white stays exactly white,
+    no channel off by more than 2; fast octree is faster but turns white into 254)."""
     import matplotlib as mpl
     from PIL import Image
 
-    image = None
+    image, bbox_inches = None, None  # None: savefig.bbox decides
     if hasattr(fig.canvas, "buffer_rgba"):  # Agg (the inline backend): one draw
         fig.set_dpi(dpi)
         fig.canvas.draw()
@@ -86,7 +87,16 @@ def _png(fig, dpi: float) -> bytes:
             if ink is None:
                 pass
             elif ink[0] == 0 or ink[1] == 0 or ink[2] == w or ink[3] == h:
-                box = None  # cut off at the canvas edge: let savefig find the whole drawing
+                # ink at the canvas edge: the drawing may go on beyond it. matplotlib's tight
+                # box says; if it does, savefig draws once more into that box.
+                tight = fig.get_tightbbox(fig.canvas.get_renderer())
+                if tight.x0 < 0 or tight.y0 < 0 or tight.x1 * dpi > w or tight.y1 * dpi > h:
+                    box = None
+                    bbox_inches = tight.padded(mpl.rcParams["savefig.pad_inches"])
+                else:
+                    t = tight.padded(mpl.rcParams["savefig.pad_inches"])
+                    box = (max(0, int(t.x0 * dpi)), max(0, int(h - t.y1 * dpi)),
+                           min(w, int(np.ceil(t.x1 * dpi))), min(h, int(np.ceil(h - t.y0 * dpi))))
             else:
                 box = (max(0, ink[0] - pad), max(0, ink[1] - pad),
                        min(w, ink[2] + pad), min(h, ink[3] + pad))
@@ -94,7 +104,8 @@ def _png(fig, dpi: float) -> bytes:
             image = Image.fromarray(np.ascontiguousarray(rgba[box[1]:box[3], box[0]:box[2], :3]))
     if image is None:
         buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+        fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None},
+                    bbox_inches=bbox_inches)
         image = Image.open(buf).convert("RGB")
     out = io.BytesIO()
     image.quantize(256, method=Image.Quantize.MAXCOVERAGE).save(out, "PNG")
