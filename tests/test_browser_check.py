@@ -44,3 +44,13 @@ def test_toc_files_reads_root_parts_chapters_and_sections(bc):
                {"file": "book/01_a.ipynb", "sections": [{"file": "book/01b"}]},
                {"file": "book/02_b"}]}]}
     assert bc.toc_files(toc) == ["book/intro", "book/01_a", "book/01b", "book/02_b"]
+
+
+def test_width_below_a_phone_is_refused(bc):
+    with pytest.raises(SystemExit):
+        bc.main(["--width", "100"])
+
+
+def test_phone_width_checks_are_set_for_a_390_px_window(bc):
+    assert 390 <= bc.PHONE_WIDTH < bc.VIEWPORT["width"]
+    assert 0.5 < bc.MIN_PHONE_SCALE <= 1.0
