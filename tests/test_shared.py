@@ -119,3 +119,24 @@ def test_training_through_train_batch_raises_the_train_pass_rate():
 def test_bad_arguments_raise_value_error_naming_them(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_a_per_prompt_factor_cancels_in_the_tabular_toy_but_not_with_shared_weights():
+    """Chapter 14's premise, under Adam and scale_rewards="none" (advantage proportional to the
+    reward): scaling every reward by 10 cancels in both worlds; scaling each prompt by its own
+    factor (x0.1 ... x10) cancels with tabular logits (each prompt owns its coordinates), and
+    turns the shared update."""
+    ref = SharedPolicy(F, 1, seed=0).initial_logits()
+
+    def pass_rates(rewards, shared):
+        pol = SharedPolicy(F, 4, seed=0) if shared else None
+        res = gc.train_batch(rewards, None, ref, [0, 1, 2, 3], policy=pol, G=8, steps=30,
+                             scale_rewards="none", beta=0.0)
+        return gc.pass_rate(res.logits, REW)  # (4, P)
+
+    w = np.geomspace(0.1, 10, N)[:, None]  # (P, 1) one factor per prompt
+    for shared in (False, True):
+        base = pass_rates(REW, shared)
+        np.testing.assert_allclose(pass_rates(10 * REW, shared), base, atol=1e-5)
+    np.testing.assert_allclose(pass_rates(w * REW, False), pass_rates(REW, False), atol=5e-3)
+    assert np.abs(pass_rates(w * REW, True) - pass_rates(REW, True)).max() > 0.1
