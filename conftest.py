@@ -6,11 +6,15 @@ tools/run_notebooks.py did when it stored their outputs.
 """
 
 import os
+import sys
 from pathlib import Path
 
-os.environ.update({"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                   # every check of a stored number is strict (grpo_core/notebook.py)
-                   "GRPO_BOOK_STRICT": "1"})
+sys.path.insert(0, str(Path(__file__).parent / "tools"))
+from run_notebooks import DETERMINISTIC_ENV  # noqa: E402  (stdlib imports only)
+
+sys.path.pop(0)
+# one thread, a fixed hash seed, torch's AVX2 kernels, strict checks of stored numbers
+os.environ.update(DETERMINISTIC_ENV)
 # Unset, ipykernel picks the inline backend, as in tools/run_notebooks.py.
 os.environ.pop("MPLBACKEND", None)
 

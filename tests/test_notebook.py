@@ -48,4 +48,14 @@ def test_the_tests_and_the_output_store_set_strict():
     import run_notebooks
 
     assert run_notebooks.DETERMINISTIC_ENV[notebook.STRICT_ENV] == "1"
+    # conftest.py sets the very environment the stored outputs were computed in
+    env = run_notebooks.DETERMINISTIC_ENV
+    assert {k: os.environ.get(k) for k in env} == env
     assert "tolerate_differences()" in run_notebooks.colab_cell_source()
+
+
+def test_torch_runs_its_avx2_kernels_not_avx512():
+    # the stored outputs' last digits depend on it (tools/run_notebooks.py, DETERMINISTIC_ENV)
+    import torch
+
+    assert torch.backends.cpu.get_cpu_capability() in ("AVX2", "DEFAULT")
