@@ -29,9 +29,10 @@ At every width it also checks the layout: the page does not scroll sideways, and
 equation is wider than the column without scrolling inside its box (a clipped equation). At phone
 width (`--width` 640 or less) every figure must be shown at 90% of its pixel size or more (scaled to
 a 360 px column, a figure's text is 3-5 px high; _static/grpo.css shows it at its own size in an
-output box that scrolls sideways), and a screenshot of each page's widest figure and widest
-equation is saved (`PAGE-figure.png`, `PAGE-math.png`). Each page's line reports the smallest
-figure scale shown (CSS px per image px).
+output box that scrolls sideways), a tap on the page's widest figure wider than its box must fit
+it to the box and a second tap restore it (_static/grpo.js), and a screenshot of each page's
+widest figure and widest equation is saved (`PAGE-figure.png`, `PAGE-math.png`). Each page's
+line reports the smallest figure scale shown (CSS px per image px).
 
 Requests to any other host are blocked, so the check is the same online and offline. Chromium is
 Debian's (`apt-get install -y chromium`) at /usr/bin/chromium; Playwright never downloads a browser.
@@ -90,6 +91,7 @@ class PageResult:
     sliders: int = 0
     values: int = 0
     min_scale: float | None = None  # smallest shown/natural width of a figure
+    taps: int = 0  # figures tapped to fit and back (phone width)
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
 
@@ -380,6 +382,31 @@ def check_layout(page, result: PageResult, phone: bool) -> None:
                             f"(below {MIN_PHONE_SCALE} at phone width: its text is unreadable)")
 
 
+JS_FIGURE_WIDTH = """(img) => ({shown: img.getBoundingClientRect().width,
+  box: img.closest("div.cell_output").clientWidth})"""
+
+
+def check_tap_to_fit(page, result: PageResult) -> None:
+    """At phone width (_static/grpo.js): a tap on the widest figure that is wider than its box
+    fits it to the box; a second tap shows it at its own size again."""
+    layout = page.evaluate(JS_LAYOUT)
+    wide = [f for f in layout["figures"] if f["shown"] > f["natural"] * MIN_PHONE_SCALE]
+    img = page.locator("article div.cell_output img:visible")
+    wide = [f for f in wide if img.nth(f["index"]).evaluate(JS_FIGURE_WIDTH)["box"] < f["shown"]]
+    if not wide:
+        return
+    f = max(wide, key=lambda it: it["natural"])
+    target = img.nth(f["index"])
+    target.scroll_into_view_if_needed()
+    for tap, fits in ((1, True), (2, False)):
+        target.tap()
+        w = target.evaluate(JS_FIGURE_WIDTH)
+        if (w["shown"] <= w["box"] + 1) != fits:
+            result.fail(f"tap {tap} on figure {f['what']!r}: shown {w['shown']:.0f} px in a "
+                        f"{w['box']} px box (expected it to {'fit' if fits else 'overflow'})")
+    result.taps += 1
+
+
 def phone_screenshots(page, base: str, name: str, out: Path) -> list[Path]:
     """At phone width: the viewport around the page's widest figure and its widest display
     equation (a figure's output box and an equation's box scroll sideways)."""
@@ -431,6 +458,8 @@ def check_page(page, base: str, name: str, errors: list[str], bad_requests: list
     if len(tex["raw"]) > 5:
         result.fail(f"... and {len(tex['raw']) - 5} more text node(s) with raw TeX")
     check_layout(page, result, phone)
+    if phone:
+        check_tap_to_fit(page, result)
     dups = page.evaluate(JS_DUPLICATE_IDS)
     if dups:
         result.fail(f"duplicate ids: {', '.join(dups)}")
@@ -592,6 +621,8 @@ def run(book: Path, html: Path, shots: Path, update_docs: bool, width: int = 128
     print(f"{sum(r.images for r in results)} images, {sum(r.sliders for r in results)} sliders, "
           f"{sum(r.values for r in results)} slider values checked on {len(results)} pages "
           f"in {time.perf_counter() - t0:.1f} s")
+    if any(r.taps for r in results):
+        print(f"{sum(r.taps for r in results)} wide figures tapped to fit the column and back")
     print(f"browser-check: {len(results) - n_failed} passed, {n_failed} failed")
     return 1 if failures or not results or (update_docs and not saved) else 0
 
