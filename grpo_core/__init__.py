@@ -74,7 +74,6 @@ from .kl import (
     kl_estimate_table,
     kl_frontier,
     kl_ref_pi,
-    train_kl,
 )
 from .loss import (
     IMPORTANCE_SAMPLING_LEVELS,
@@ -139,7 +138,6 @@ __all__ = [
     "alignment", "reward_std",
     "expected_kl_estimate", "expected_kl_estimate_grad", "grad_kl_pi_ref", "grad_kl_ref_pi",
     "k3_floor", "k3_lambda", "k3_optimal_logits", "kl_estimate_table", "kl_frontier", "kl_ref_pi",
-    "train_kl",
     "SharedPolicy", "SharedWorld", "pass_at_k", "pass_rate_grad", "shared_logits",
     "shared_update", "shared_world", "update_cosine",
 ]

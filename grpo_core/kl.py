@@ -17,9 +17,9 @@ TRL 1.16's ``use_bias_correction_kl=True`` multiplies the estimate by the ratio 
 grad E_pi[k], i.e. grad KL(pi || pi_ref) for k1 and k3 (ratio * k3 even has k2's gradient
 l(a) (onehot(a) - pi) at every sample). With plain k3 in the loss, training heads
 for the maximiser of E[r] - beta KL(pi_ref || pi) (:func:`k3_optimal_logits`), which keeps every
-answer above a floor (:func:`k3_floor`). :func:`train_kl` trains tabular runs with each KL term
-(in the loss through :func:`grpo_core.grpo_loss`, or k1 in the reward as RLOO does). Taught in
-chapter 12.
+answer above a floor (:func:`k3_floor`). Training with each KL term (in the loss through
+:func:`grpo_core.grpo_loss`, or k1 in the reward as RLOO does) is :func:`grpo_core.train_batch`
+with per-run ``kl_estimator``, ``kl_in`` and ``use_bias_correction_kl``. Taught in chapter 12.
 """
 
 from __future__ import annotations
@@ -158,75 +158,3 @@ def kl_frontier(rewards: np.ndarray, ref_logits: np.ndarray, betas, kind: str = 
     optimum = kl_optimal_logits if kind == "kl_pi_ref" else k3_optimal_logits
     logits = np.stack([optimum(rewards, ref_logits, float(b)) for b in np.atleast_1d(betas)])
     return evaluate(logits, rewards, ref_logits)
-
-
-def train_kl(rewards: np.ndarray, ref_logits: np.ndarray, seeds, *, beta, kl_estimator,
-             kl_in="loss", baseline="group", use_bias_correction_kl=False, G: int = 8,
-             steps: int = 300, lr: float = 0.05):
-    """Train R tabular runs at once, each with its own KL term; no /std, Adam, on-policy.
-
-    Per run (scalars or ``(R,)`` sequences, broadcast with ``seeds``): ``beta``;
-    ``kl_estimator`` "exact" (beta KL(pi || pi_ref) summed over the answers, in the loss) or
-    k1/k2/k3 per sample, through :func:`grpo_core.grpo_loss` with ``use_bias_correction_kl``
-    (``kl_in="loss"``) or subtracted from the reward before the baseline (``"reward"``);
-    ``baseline`` "group" (mean) or "loo". Returns ``(logits (R, P, A), reward (R, steps + 1),
-    kl (R, steps + 1))``, exact expected reward and KL(pi || pi_ref) per step. Chapter 12.
-    """
-    import torch
-
-    from .advantages import group_advantages, loo_advantages
-    from .loss import grpo_loss
-    from .optim import Adam
-    from .policy import sample_from_uniforms
-
-    rewards, ref_logits = _inputs(rewards, ref_logits)
-    seeds, beta, est, kl_in, base, bias = np.broadcast_arrays(
-        np.atleast_1d(seeds), beta, kl_estimator, kl_in, baseline, use_bias_correction_kl)
-    for values, name, allowed in ((est, "kl_estimator", ("exact",) + KL_ESTIMATORS),
-                                  (kl_in, "kl_in", ("loss", "reward")),
-                                  (base, "baseline", ("group", "loo"))):
-        [check_choice(v, name, allowed) for v in values]
-    if np.any((est == "exact") & (kl_in == "reward")):
-        raise ValueError('kl_in="reward" needs a per-sample kl_estimator (k1, k2 or k3)')
-    beta = np.array([check_float(b, "beta") for b in beta])
-    rngs = [np.random.default_rng(int(s)) for s in seeds]
-    n, (P, A) = len(rngs), rewards.shape
-    z = torch.tensor(np.broadcast_to(ref_logits, (n, P, A)).copy(), requires_grad=True)
-    opt, ref_lp = Adam([z], lr=lr), torch.log_softmax(torch.tensor(ref_logits), -1)
-    mask, zeros = torch.ones(n, P * G, 1, dtype=torch.float64), torch.zeros(n, P * G).double()
-    in_loss = {(e, b): torch.tensor(beta * ((est == e) & (bias == b) & (kl_in == "loss")))
-               for e in KL_ESTIMATORS for b in (False, True)}  # (R,) beta where it applies
-    exact_beta = torch.tensor(beta * (est == "exact"))
-    out_r, out_kl = np.empty((n, steps + 1)), np.empty((n, steps + 1))
-    r_t = torch.tensor(rewards)
-    for t in range(steps + 1):
-        lp = torch.log_softmax(z, -1)  # (R, P, A)
-        probs = lp.detach().exp()
-        out_r[:, t] = (probs * r_t).sum(-1).mean(-1).numpy()  # exact, as evaluate() computes
-        out_kl[:, t] = (probs * (lp.detach() - ref_lp)).sum(-1).mean(-1).numpy()
-        if t == steps:
-            break
-        if t % 32 == 0:  # one draw per run per 32 steps: the stream of one draw per step
-            u = np.stack([rng.random((min(32, steps - t), P, G)) for rng in rngs], axis=1)
-        idx = torch.from_numpy(sample_from_uniforms(probs.numpy(), u[t % 32]))  # (R, P, G)
-        logp = lp.gather(-1, idx).reshape(n, -1, 1)  # (R, P G, 1): one token per answer
-        ref_logp = ref_lp.expand(n, P, A).gather(-1, idx).reshape(n, -1, 1)
-        r = rewards[np.arange(P)[:, None], idx.numpy()]  # (R, P, G)
-        for e in KL_ESTIMATORS:  # the RLOO placement: the penalty rides on the reward
-            w = beta * ((est == e) & (kl_in == "reward"))
-            if w.any():
-                k = kl_estimate(logp.detach(), ref_logp, e).numpy().reshape(n, P, G)
-                r = r - w[:, None, None] * k
-        adv = np.where((base == "loo")[:, None, None], loo_advantages(r),
-                       group_advantages(r, False)).reshape(n, -1)
-        loss = grpo_loss(logp, None, ref_logp, torch.tensor(adv), mask)  # (R,)
-        for (e, b), coef in in_loss.items():  # the loss is linear in beta: one term per kind
-            if coef.any():
-                loss = loss + coef * grpo_loss(logp, None, ref_logp, zeros, mask, beta=1.0,
-                                               kl_estimator=e, use_bias_correction_kl=b)
-        if exact_beta.any():
-            loss = loss + exact_beta * (lp.exp() * (lp - ref_lp)).sum(-1).mean(-1)
-        opt.zero_grad()
-        loss.sum().backward()
-        opt.step()
-    return z.detach().numpy().copy(), out_r, out_kl

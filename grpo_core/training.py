@@ -48,7 +48,8 @@ KL_PLACEMENTS = ("loss", "reward")
 TRAIN_KL_ESTIMATORS = ("exact", *KL_ESTIMATORS)
 METRICS = ("reward", "reward_std", "frac_reward_zero_std", "kl", "entropy",
            "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean")
-PER_RUN = ("G", "beta", "kind", "kl_in", "critic_seed")  # knobs that may differ between runs
+PER_RUN = ("G", "beta", "kind", "kl_in", "kl_estimator", "use_bias_correction_kl",
+           "critic_seed")  # knobs that may differ between runs
 _ALIASES = {("group", True): "group_norm", ("group", False): "group", ("none", True): "none",
             ("none", False): "none", ("batch", True): "batch_norm", ("batch", False): "batch"}
 
@@ -65,8 +66,8 @@ class TrainConfig:
     lr: float = 0.05  # Adam on tabular logits (TRL learning_rate, 1e-6 for an LLM)
     kind: str | tuple[str, ...] = "group_norm"  # advantage kind (grpo_core.KINDS), GRPO's
     kl_in: str | tuple[str, ...] = "loss"  # "loss" (GRPO) or "reward" (RLHF/PPO, RLOO)
-    kl_estimator: str = "exact"  # "exact" (toy only) or "k1", "k2", "k3" (TRL: k3)
-    use_bias_correction_kl: bool = True  # estimator x ratio (TRL use_bias_correction_kl, True)
+    kl_estimator: str | tuple[str, ...] = "exact"  # "exact" (toy only), "k1", "k2", "k3" (TRL k3)
+    use_bias_correction_kl: bool | tuple[bool, ...] = True  # estimator x ratio (TRL, True)
     num_iterations: int = 1  # mu: Adam steps per sampled batch (TRL num_iterations, 1)
     epsilon: float = 0.2  # clip below at 1 - epsilon (TRL epsilon, 0.2)
     epsilon_high: float | None = None  # clip above at 1 + epsilon_high (TRL: None = epsilon)
@@ -80,19 +81,25 @@ class TrainConfig:
     train_critic: bool = True  # fit the critic to each group's mean reward as we go
     critic_lr: float = 0.05  # Adam learning rate of the critic
     critic_seed: int | tuple[int, ...] = 0  # the critic's initialisation, seeded explicitly
+    float32_advantages: bool = True  # rounded to float32, as the book's reference runs were:
+    # a group's advantages then sum to ~1e-7, not ~1e-16, and Adam's first steps turn that into
+    # moves of undrawn answers' logits; False keeps them float64 (chapter 12's runs)
 
     def __post_init__(self) -> None:
         for name, check in (("G", lambda g: check_int(g, "G", 1)),
                             ("beta", lambda b: check_float(b, "beta")),
                             ("kind", lambda k: check_choice(k, "kind", ADV_KINDS)),
                             ("kl_in", lambda k: check_choice(k, "kl_in", KL_PLACEMENTS)),
+                            ("kl_estimator", lambda k: check_choice(k, "kl_estimator",
+                                                                    TRAIN_KL_ESTIMATORS)),
+                            ("use_bias_correction_kl", lambda b: check_choice(
+                                b, "use_bias_correction_kl", (True, False))),
                             ("critic_seed", lambda c: check_int(c, "critic_seed", 0))):
             for value in np.atleast_1d(np.asarray(getattr(self, name), dtype=object)):
                 check(value)
         check_int(self.steps, "steps", 0)
         check_float(self.lr, "lr", strict=True)
         check_float(self.critic_lr, "critic_lr", strict=True)
-        check_choice(self.kl_estimator, "kl_estimator", TRAIN_KL_ESTIMATORS)
         check_int(self.num_iterations, "num_iterations", 1)
         check_float(self.epsilon, "epsilon", strict=True)
         if self.epsilon_high is not None:
@@ -381,15 +388,18 @@ def _advantages(r: np.ndarray, kinds: np.ndarray, cfg: TrainConfig) -> np.ndarra
     return out
 
 
-def _kl_term(lp, logp, old_logp, ref_lp, ref_logp, mask, cfg) -> torch.Tensor:
+def kl_term(lp, logp, old_logp, ref_lp, ref_logp, mask, estimator: str,
+             use_bias_correction_kl: bool, loss_type: str) -> torch.Tensor:
     """``(R,)`` the KL term of the loss with beta = 1: the exact KL(pi || pi_ref) averaged over
-    prompts, or ``grpo_loss``'s per-token estimate (its KL part: the loss is linear in beta)."""
-    if cfg.kl_estimator == "exact":
+    prompts (``lp``, ``ref_lp``: ``(R, P, A)`` log-probabilities of every answer), or
+    ``grpo_loss``'s per-token estimate k1/k2/k3 at the sampled answers (``logp``, ``old_logp``,
+    ``ref_logp``, ``mask``: ``(R, B, T)``), its KL part: the loss is linear in beta. Chapter 12."""
+    if estimator == "exact":
         return (lp.exp() * (lp - ref_lp)).sum(-1).mean(-1)
     zero_adv = torch.zeros(logp.shape[:-1], dtype=logp.dtype)
     return grpo_loss(logp, old_logp, ref_logp, zero_adv, mask, beta=1.0,
-                     kl_estimator=cfg.kl_estimator, loss_type=cfg.loss_type,
-                     use_bias_correction_kl=cfg.use_bias_correction_kl)
+                     kl_estimator=estimator, loss_type=loss_type,
+                     use_bias_correction_kl=use_bias_correction_kl)
 
 
 def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy) -> dict:
@@ -400,8 +410,13 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy) -> dict:
     ref0 = log_softmax(ref_logits)  # (P, A): the initial reference, for the KL curve
     ref_lp = torch.tensor(np.broadcast_to(ref0, (R, P, A)).copy())  # (R, P, A) pi_ref per run
     betas = np.array(runs["beta"], dtype=float)
-    beta_loss = torch.tensor(np.where(runs["kl_in"] == "loss", betas, 0.0))  # (R,)
-    beta_reward = np.where(runs["kl_in"] == "reward", betas, 0.0)[:, None, None]  # (R, 1, 1)
+    # the KL term's kinds: (estimator, bias correction) -> each run's beta where it applies
+    in_loss, in_reward = {}, {}
+    kinds = zip(runs["kl_estimator"], runs["use_bias_correction_kl"], strict=True)
+    for est, bias in dict.fromkeys(kinds):
+        this = (runs["kl_estimator"] == est) & (runs["use_bias_correction_kl"] == bias)
+        in_loss[est, bias] = torch.tensor(np.where(this & (runs["kl_in"] == "loss"), betas, 0.))
+        in_reward[est, bias] = np.where(this & (runs["kl_in"] == "reward"), betas, 0.0)
     mask = torch.ones(R, P * G, 1, dtype=torch.float64)  # every answer is one real token
     critic = _BatchedCritic(runs["critic_seed"], cfg.critic_lr) if cfg.use_critic else None
     emb_t = torch.tensor(emb, dtype=torch.float32) if cfg.use_critic else None
@@ -430,12 +445,13 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy) -> dict:
         sampled_lp = torch.tensor(np.take_along_axis(lp_np, samples, axis=-1))  # (R, P, G)
         sampled_ref = ref_lp.gather(-1, idx)  # (R, P, G)
         metrics["kl"][:, t] = kl_estimate(sampled_lp, sampled_ref).mean((-2, -1))  # TRL's k3
-        if beta_reward.any():  # 2. RLHF/PPO placement: penalise the reward before the baseline
-            # the sampled log-ratio log pi(a) - log pi_ref(a) (k1; "exact" too), or k2 / k3
-            est = "k1" if cfg.kl_estimator == "exact" else cfg.kl_estimator
-            pen = (np.take_along_axis(lp_np - ref_lp.numpy(), samples, axis=-1) if est == "k1"
-                   else kl_estimate(sampled_lp, sampled_ref, est).numpy())
-            r = r - beta_reward * pen
+        for (est, _), beta_r in in_reward.items():  # 2. RLHF/PPO: penalise the reward first
+            if beta_r.any():  # the sampled log-ratio log pi(a) - log pi_ref(a) (k1; "exact"
+                # too), or k2 / k3
+                est = "k1" if est == "exact" else est
+                pen = (np.take_along_axis(lp_np - ref_lp.numpy(), samples, axis=-1)
+                       if est == "k1" else kl_estimate(sampled_lp, sampled_ref, est).numpy())
+                r = r - beta_r[:, None, None] * pen
         # 3. advantages (float32, as the book's reference runs computed them)
         if critic is not None:
             v = critic(emb_t)  # (R, P)
@@ -443,7 +459,8 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy) -> dict:
             if cfg.train_critic:
                 critic.fit(v, r)
         else:
-            adv = torch.tensor(_advantages(r, runs["kind"], cfg), dtype=torch.float32)
+            adv = torch.tensor(_advantages(r, runs["kind"], cfg),
+                               dtype=torch.float32 if cfg.float32_advantages else torch.float64)
         adv = adv.reshape(R, P * G)
         ref_logp = sampled_ref.reshape(R, P * G, 1)
         # 4. mu Adam steps on this one batch: the ratio to pi_old moves, the clip may bind
@@ -454,9 +471,10 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy) -> dict:
                 old_logp = logp.detach()
             loss = grpo_loss(logp, old_logp, None, adv, mask, epsilon=cfg.epsilon,
                              epsilon_high=cfg.epsilon_high, loss_type=cfg.loss_type)  # (R,)
-            if beta_loss.any():
-                loss = loss + beta_loss * _kl_term(lp, logp, old_logp, ref_lp, ref_logp, mask,
-                                                   cfg)
+            for (est, bias), beta_l in in_loss.items():  # the loss is linear in beta
+                if beta_l.any():
+                    loss = loss + beta_l * kl_term(lp, logp, old_logp, ref_lp, ref_logp, mask,
+                                                    est, bias, cfg.loss_type)
             opt.zero_grad()
             loss.sum().backward()  # runs are independent: each gets its own gradient
             opt.step()

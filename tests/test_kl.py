@@ -192,57 +192,74 @@ def test_ratio_times_k3_has_k2s_gradient_at_every_sample():
     np.testing.assert_allclose(grads[0], grads[1], atol=1e-12)
 
 
-def test_train_kl_exact_matches_train_batch_and_ratio_k3_matches_k2():
+def _train(seeds, steps, **knobs):
+    return gc.train_batch(R, None, REF, seeds, steps=steps, float32_advantages=False, **knobs)
+
+
+def test_ratio_k3_in_training_is_k2():
+    # TRL's k3 x ratio has k2's gradient at every sample (above): the same runs, to rounding
     seeds = np.arange(4)
-    logits, reward, kl_curve = kl.train_kl(R, REF, seeds, beta=0.5, kl_estimator="exact",
-                                           steps=40)
-    ref_run = gc.train_batch(R, None, REF, seeds, beta=0.5, normalise=False, steps=40)
-    # same uniforms, same loss; train_batch's float32 advantages sum to ~1e-7, not 0, and Adam's
-    # first steps (g / (|g| + 1e-8)) turn that into small moves of undrawn answers' logits
-    np.testing.assert_allclose(reward, ref_run.reward, atol=5e-3)
-    np.testing.assert_allclose(kl_curve, ref_run.kl, atol=5e-3)
-    assert reward.shape == kl_curve.shape == (4, 41) and logits.shape == (4,) + R.shape
-    k2 = kl.train_kl(R, REF, seeds, beta=1.0, kl_estimator="k2", steps=40)[0]
-    k3r = kl.train_kl(R, REF, seeds, beta=1.0, kl_estimator="k3", use_bias_correction_kl=True,
-                      steps=40)[0]
+    k2 = _train(seeds, 40, beta=1.0, kind="group", kl_estimator="k2",
+                use_bias_correction_kl=False).logits
+    k3r = _train(seeds, 40, beta=1.0, kind="group", kl_estimator="k3",
+                 use_bias_correction_kl=True).logits
     np.testing.assert_allclose(k2, k3r, atol=1e-9)
+    plain = _train(seeds, 40, beta=1.0, kind="group", kl_estimator="k3",
+                   use_bias_correction_kl=False).logits
+    assert np.abs(plain - k2).max() > 1e-3  # without the ratio, k3 trains differently
 
 
-def test_train_kl_leashes_except_k1_in_the_loss():
+def test_mixed_kl_terms_in_one_batch_equal_each_run_alone():
+    # per-run kl_estimator / kl_in / bias correction / kind: run r of a mixed batch is the
+    # run it would be alone, bit for bit (the other kinds' terms enter with beta 0)
+    settings = [("exact", "loss", False, "group"), ("k1", "loss", False, "group"),
+                ("k2", "loss", False, "group"), ("k3", "loss", True, "group"),
+                ("k1", "reward", False, "loo"), ("k3", "reward", False, "loo")]
+    est, where, bias, kind = (list(c) for c in zip(*settings, strict=True))
+    seeds, betas = [3, 4, 5, 6, 7, 8], [0.5, 1.0, 2.0, 0.5, 1.0, 0.3]
+    mixed = _train(seeds, 25, beta=betas, kl_estimator=est, kl_in=where,
+                   use_bias_correction_kl=bias, kind=kind)
+    for i, (e, w, b, k) in enumerate(settings):
+        alone = _train([seeds[i]], 25, beta=betas[i], kl_estimator=e, kl_in=w,
+                       use_bias_correction_kl=b, kind=k)
+        np.testing.assert_array_equal(mixed.logits[i], alone.logits[0])
+        np.testing.assert_array_equal(mixed.reward[i], alone.reward[0])
+
+
+def test_float64_advantages_leave_undrawn_answers_alone():
+    # one step from the reference: an answer no sample drew has gradient -pi(a) sum_i A_i,
+    # which is ~1e-16 in float64 and ~1e-7 in float32; Adam's first step g / (|g| + 1e-8)
+    # turns the latter into a move of up to lr = 0.05 (TrainConfig.float32_advantages)
+    moved = {}
+    for f32 in (True, False):
+        run = gc.train_batch(R, None, REF, [0], steps=1, beta=0.0, kind="group",
+                             float32_advantages=f32)
+        moved[f32] = run.logits[0] - REF  # (P, A); logits are shift-invariant per prompt
+    drawn = np.abs(moved[False]) > 1e-6  # float64: only drawn answers (and the softmax) move
+    assert drawn.any() and (~drawn).any()
+    assert np.abs(moved[False][~drawn]).max() < 1e-6
+    assert np.abs(moved[True][~drawn]).max() > 1e-3
+
+
+def test_each_kl_term_leashes_except_k1_in_the_loss():
     seeds = np.tile(np.arange(8), 5)
     est = np.repeat(["exact", "exact", "k1", "k3", "k1"], 8)
     where = np.repeat(["loss", "loss", "loss", "loss", "reward"], 8)
     beta = np.repeat([0.0, 2.0, 2.0, 2.0, 2.0], 8)
-    _, _, kl_curve = kl.train_kl(R, REF, seeds, beta=beta, kl_estimator=est, kl_in=where,
-                                 baseline=np.repeat(["group"] * 4 + ["loo"], 8), steps=150)
+    kl_curve = _train(seeds, 150, beta=beta, kl_estimator=est, kl_in=where,
+                      use_bias_correction_kl=False,
+                      kind=np.repeat(["group"] * 4 + ["loo"], 8)).kl
     final = kl_curve[:, -1].reshape(5, 8).mean(-1)  # no KL, exact, k1, k3, k1 in the reward
     assert final[2] > 0.85 * final[0]  # k1 in the loss: hardly any pull
     assert np.all(final[[1, 3, 4]] < 0.3 * final[0])  # the others leash
 
 
-def test_train_kl_bad_inputs():
-    with pytest.raises(ValueError, match="kl_in"):
-        kl.train_kl(R, REF, [0], beta=0.5, kl_estimator="exact", kl_in="reward", steps=1)
+def test_per_run_kl_knobs_are_checked():
     with pytest.raises(ValueError, match="kl_estimator"):
-        kl.train_kl(R, REF, [0], beta=0.5, kl_estimator="k4", steps=1)
-    with pytest.raises(ValueError, match="baseline"):
-        kl.train_kl(R, REF, [0], beta=0.5, kl_estimator="k1", baseline="batch", steps=1)
+        _train([0, 1], 1, beta=0.5, kl_estimator=["k1", "k4"])
+    with pytest.raises(ValueError, match="use_bias_correction_kl"):
+        _train([0], 1, beta=0.5, kl_estimator="k3", use_bias_correction_kl="yes")
     with pytest.raises(ValueError, match="beta"):
-        kl.train_kl(R, REF, [0, 1], beta=[0.5, -1.0], kl_estimator="k1", steps=1)
-    with pytest.raises(ValueError):
-        kl.train_kl(R, REF, [0, 1, 2], beta=[0.5, 1.0], kl_estimator="k1", steps=1)
-
-
-@pytest.mark.parametrize("est, bias, where, kind", [("k3", False, "loss", "group"),
-                                                    ("k3", True, "loss", "group"),
-                                                    ("k1", False, "reward", "loo")])
-def test_train_kl_agrees_with_train_batch(est, bias, where, kind):
-    # the book's loop with the same KL term: the same uniforms; it differs only by float32
-    # advantages (see above), so the curves agree closely but not bit for bit
-    seeds = np.arange(8)
-    ref_run = gc.train_batch(R, None, REF, seeds, beta=0.5, kind=kind, kl_in=where,
-                             kl_estimator=est, use_bias_correction_kl=bias, steps=60)
-    _, reward, kl_curve = kl.train_kl(R, REF, seeds, beta=0.5, kl_estimator=est, kl_in=where,
-                                      baseline=kind, use_bias_correction_kl=bias, steps=60)
-    np.testing.assert_allclose(reward, ref_run.reward, atol=0.02)
-    np.testing.assert_allclose(kl_curve, ref_run.kl, atol=0.02)
+        _train([0, 1], 1, beta=[0.5, -1.0], kl_estimator="k1")
+    with pytest.raises(ValueError, match="equal lengths"):
+        _train([0, 1, 2], 1, beta=[0.5, 1.0], kl_estimator="k1")
