@@ -83,7 +83,8 @@ class TrainConfig:
     critic_seed: int | tuple[int, ...] = 0  # the critic's initialisation, seeded explicitly
     float32_advantages: bool = True  # rounded to float32, as the book's reference runs were:
     # a group's advantages then sum to ~1e-7, not ~1e-16, and Adam's first steps turn that into
-    # moves of undrawn answers' logits; False keeps them float64 (chapter 12's runs)
+    # moves of a few thousandths of undrawn answers' logits (chapter 3); False keeps them float64
+    # (chapter 12's runs)
 
     def __post_init__(self) -> None:
         for name, check in (("G", lambda g: check_int(g, "G", 1)),

@@ -228,8 +228,9 @@ def test_mixed_kl_terms_in_one_batch_equal_each_run_alone():
 
 def test_float64_advantages_leave_undrawn_answers_alone():
     # one step from the reference: an answer no sample drew has gradient -pi(a) sum_i A_i,
-    # which is ~1e-16 in float64 and ~1e-7 in float32; Adam's first step g / (|g| + 1e-8)
-    # turns the latter into a move of up to lr = 0.05 (TrainConfig.float32_advantages)
+    # ~1e-16 in float64 and ~1e-7 in float32 (times pi(a)/(P G)); Adam's first step
+    # lr g / (|g| + 1e-8) turns the latter into moves of a few thousandths
+    # (TrainConfig.float32_advantages)
     moved = {}
     for f32 in (True, False):
         run = gc.train_batch(R, None, REF, [0], steps=1, beta=0.0, kind="group",
