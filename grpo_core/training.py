@@ -446,14 +446,15 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy) -> dict:
         sampled_lp = torch.tensor(np.take_along_axis(lp_np, samples, axis=-1))  # (R, P, G)
         sampled_ref = ref_lp.gather(-1, idx)  # (R, P, G)
         metrics["kl"][:, t] = kl_estimate(sampled_lp, sampled_ref).mean((-2, -1))  # TRL's k3
-        for (est, _), beta_r in in_reward.items():  # 2. RLHF/PPO: penalise the reward first
-            if beta_r.any():  # the sampled log-ratio log pi(a) - log pi_ref(a) (k1; "exact"
-                # too), or k2 / k3
+        # 2. RLHF/PPO placement: penalise the reward before the baseline, with the sampled
+        # log-ratio log pi(a) - log pi_ref(a) (k1; "exact" too) or k2 / k3
+        for (est, _), beta_r in in_reward.items():
+            if beta_r.any():
                 est = "k1" if est == "exact" else est
                 pen = (np.take_along_axis(lp_np - ref_lp.numpy(), samples, axis=-1)
                        if est == "k1" else kl_estimate(sampled_lp, sampled_ref, est).numpy())
                 r = r - beta_r[:, None, None] * pen
-        # 3. advantages (float32, as the book's reference runs computed them)
+        # 3. advantages (float32 by default, as the book's reference runs computed them)
         if critic is not None:
             v = critic(emb_t)  # (R, P)
             adv = torch.tensor(r, dtype=torch.float32) - v.detach()[..., None]
