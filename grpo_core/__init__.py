@@ -48,6 +48,7 @@ from .binary import (
     policy_entropy,
     update_factor,
 )
+from .config import GRPOConfig
 from .critic import Critic, n_params
 from .exact import (
     Moments,
@@ -126,6 +127,7 @@ __all__ = [
     "IMPORTANCE_SAMPLING_LEVELS", "KL_ESTIMATORS", "LOSS_TYPES", "SCALE_REWARDS", "aggregate",
     "clip_metrics", "grpo_loss", "importance_ratio", "kl_estimate", "reward_metrics",
     "trl_advantages",
+    "GRPOConfig",
     "BETA", "D_EMB", "KINDS", "N_ANSWERS", "N_PROMPTS", "Critic", "Moments", "TrainConfig",
     "TrainResult", "World", "advantages", "batch_advantages", "best_reward", "cos_mean_grad",
     "evaluate", "exact_kl", "exact_moments", "expected_reward", "expected_scale", "grad_variance",
