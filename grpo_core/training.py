@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ._validate import check_array, check_int
-from .advantages import advantages, group_advantages
+from .baselines import advantages, group_advantages
 from .config import GRPOConfig
 from .critic import Critic
 from .loss import grpo_loss, kl_estimate, reward_metrics, trl_advantages
@@ -43,7 +43,7 @@ PER_RUN = ("num_generations", "beta", "kind", "kl_in", "kl_estimator", "use_bias
            "critic_seed")  # the knobs that may differ between the runs of one train_batch call
 
 
-def config(**knobs) -> GRPOConfig:
+def toy_config(**knobs) -> GRPOConfig:
     """The :class:`GRPOConfig` of a tabular run: ``knobs`` over the toy's :data:`DEFAULTS`. The
     advantage is the book's ``kind`` unless ``scale_rewards`` is given (then TRL's). Chapter 9."""
     if knobs.get("scale_rewards") is not None and "kind" not in knobs:
@@ -191,7 +191,7 @@ def train_batch(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndar
         policy: a module whose call returns logits ``(R, P, A)`` (default: tabular logits
             starting at ``ref_logits``); all runs must then share num_generations.
         knobs: fields of :class:`GRPOConfig` over the toy's :data:`DEFAULTS` (see
-            :func:`config`); those in :data:`PER_RUN` may be sequences, one value per run.
+            :func:`toy_config`); those in :data:`PER_RUN` may be sequences, one value per run.
 
     Returns:
         :class:`TrainResult`. Taught in chapter 4 (and used by every chapter with many seeds).
@@ -213,12 +213,12 @@ def train_batch(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndar
         if name in knobs and knobs[name] != value:
             raise ValueError(f"{name}={knobs[name]!r}: the tabular toy has one-token answers, "
                              f"one seed per run (seeds) and temperature 1; leave {name} alone")
-    defaults = config(**{k: v for k, v in knobs.items() if k not in PER_RUN})
+    defaults = toy_config(**{k: v for k, v in knobs.items() if k not in PER_RUN})
     runs = _broadcast_runs(len(seed_list), **{k: knobs.get(k, getattr(defaults, k))
                                               for k in PER_RUN})
     n_runs = len(runs["num_generations"])
     seed_list = seed_list * n_runs if len(seed_list) == 1 else seed_list
-    cfg = config(**(knobs | {k: _one_or_all(v) for k, v in runs.items()}))
+    cfg = toy_config(**(knobs | {k: _one_or_all(v) for k, v in runs.items()}))
     rngs = [s if isinstance(s, np.random.Generator)
             else np.random.default_rng(check_int(s, "seeds", 0)) for s in seed_list]
     check_int(cfg.max_steps, "max_steps", 0)

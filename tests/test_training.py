@@ -301,13 +301,13 @@ def test_unknown_knobs_and_the_old_names_are_refused():
 def test_the_toy_defaults_and_the_advantage_switch():
     """train_batch's config: the toy's DEFAULTS over GRPOConfig's; scale_rewards switches the
     advantage to TRL's (kind None), kind to the book's (scale_rewards None)."""
-    cfg = gc.training.config()
+    cfg = gc.training.toy_config()
     assert (cfg.learning_rate, cfg.max_steps, cfg.beta, cfg.kind) == (0.05, 300, 0.02,
                                                                      "group_norm")
     assert cfg.scale_rewards is None and cfg.kl_estimator == "exact" and cfg.float32_advantages
-    trl = gc.training.config(scale_rewards="batch")
+    trl = gc.training.toy_config(scale_rewards="batch")
     assert trl.kind is None and trl.scale_rewards == "batch"
     with pytest.raises(ValueError, match="exclusive"):
-        gc.training.config(scale_rewards="group", kind="group")
+        gc.training.toy_config(scale_rewards="group", kind="group")
     res = gc.train_batch(*ARGS, [0], max_steps=2, per_device_train_batch_size=48)
     assert res.config.per_device_train_batch_size == 48
