@@ -33,31 +33,34 @@ Blocks = list[tuple[torch.Tensor | None, dict]]
 
 
 def grpo_update(forward: Callable[[], tuple[torch.Tensor, Any]], adv: torch.Tensor,
-                mask: torch.Tensor, opt, *, num_iterations: int, loss_kwargs: dict | Blocks,
-                ref_logp: torch.Tensor | None = None,
+                mask: torch.Tensor, opt, *, num_iterations: int,
+                loss_kwargs: dict | Blocks, ref_logp: torch.Tensor | None = None,
                 add_terms: Callable[..., torch.Tensor] | None = None
                 ) -> tuple[dict, torch.Tensor, Any]:
-    """``num_iterations`` (mu) optimiser steps on one sampled batch, as TRL's ``_compute_loss``
-    + ``optimizer.step``.
+    """``num_iterations`` (mu) optimiser steps on one sampled batch, as TRL's
+    ``_compute_loss`` + ``optimizer.step``.
 
     Args:
-        forward: ``() -> (logp (..., B, T), aux)``: log pi_theta of the sampled tokens, with
-            gradient, and whatever else the world wants from the same pass (entropies, the full
-            log-softmax). Leading dims are independent runs: their losses are summed, so with
-            an element-wise optimiser each run follows its own trajectory.
+        forward: ``() -> (logp (..., B, T), aux)``: log pi_theta of the sampled tokens,
+            with gradient, and whatever else the world wants from the same pass
+            (entropies, the full log-softmax). Leading dims are independent runs: their
+            losses are summed, so with an element-wise optimiser each run follows its
+            own trajectory.
         adv: ``(..., B)`` advantages; mask: ``(..., B, T)`` 1 on completion tokens.
         opt: the optimiser of the parameters ``forward`` reads.
-        loss_kwargs: :func:`grpo_core.grpo_loss`'s keywords (``GRPOConfig.loss_kwargs()``), or a
-            list of ``(runs, keywords)``: index tensors into the leading run axis, each block of
-            runs with its own loss knobs (one ``grpo_loss`` call per block).
+        loss_kwargs: :func:`grpo_core.grpo_loss`'s keywords
+            (``GRPOConfig.loss_kwargs()``), or a list of ``(runs, keywords)``: index
+            tensors into the leading run axis, each block of runs with its own loss
+            knobs (one ``grpo_loss`` call per block).
         ref_logp: ``(..., B, T)`` log pi_ref, when the loss has a KL term.
-        add_terms: ``(loss (...,), logp, old_logp, aux) -> loss``: a world's extra loss terms
-            (the toy's exact KL, or its per-run KL estimates), added before the runs are summed.
+        add_terms: ``(loss (...,), logp, old_logp, aux) -> loss``: a world's extra
+            loss terms (the toy's exact KL, or its per-run KL estimates), added before
+            the runs are summed.
 
     Returns:
-        TRL's clip metrics (``clip_ratio/low_mean``, ``high_mean``, ``region_mean``), each the
-        mean over the mu steps (a float, or ``(R,)`` with a leading run axis); log pi_old
-        ``(..., B, T)``; the last ``aux``.
+        TRL's clip metrics (``clip_ratio/low_mean``, ``high_mean``, ``region_mean``),
+        each the mean over the mu steps (a float, or ``(R,)`` with a leading run axis);
+        log pi_old ``(..., B, T)``; the last ``aux``.
     """
     blocks = [(None, loss_kwargs)] if isinstance(loss_kwargs, dict) else loss_kwargs
     clip = {name: 0.0 for name in CLIP_METRICS}
@@ -67,18 +70,18 @@ def grpo_update(forward: Callable[[], tuple[torch.Tensor, Any]], adv: torch.Tens
             old_logp = logp.detach()
         total = 0.0
         for runs, kw in blocks:
-            loss = grpo_loss(*(_rows(x, runs) for x in (logp, old_logp, ref_logp, adv, mask)),
-                             **kw)  # (...,) one loss per run
+            batch = (_rows(x, runs) for x in (logp, old_logp, ref_logp, adv, mask))
+            loss = grpo_loss(*batch, **kw)  # (...,) one loss per run
             if add_terms is not None:
                 loss = add_terms(loss, logp, old_logp, aux)
-            total = total + loss.sum()  # runs are independent: each gets its own gradient
+            total = total + loss.sum()  # runs are independent: one gradient each
         opt.zero_grad()
         total.backward()
         opt.step()
         for runs, kw in blocks:  # TRL's clip metrics (grpo_trainer.py 3272-3279)
+            level = kw.get("importance_sampling_level", "token")
             ratio = importance_ratio(_rows(logp.detach(), runs), _rows(old_logp, runs),
-                                     _rows(mask, runs), kw.get("importance_sampling_level",
-                                                               "token"))
+                                     _rows(mask, runs), level)
             values = clip_metrics(ratio, _rows(adv, runs), _rows(mask, runs),
                                   kw.get("epsilon", 0.2), kw.get("epsilon_high"))
             for name, v in values.items():
