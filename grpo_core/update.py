@@ -35,8 +35,8 @@ Blocks = list[tuple[torch.Tensor | None, dict]]
 def grpo_update(forward: Callable[[], tuple[torch.Tensor, Any]], adv: torch.Tensor,
                 mask: torch.Tensor, opt, *, num_iterations: int,
                 loss_kwargs: dict | Blocks, ref_logp: torch.Tensor | None = None,
-                add_terms: Callable[..., torch.Tensor] | None = None
-                ) -> tuple[dict, torch.Tensor, Any]:
+                add_terms: Callable[..., torch.Tensor] | None = None,
+                metrics: bool = True) -> tuple[dict, torch.Tensor, Any]:
     """``num_iterations`` (mu) optimiser steps on one sampled batch, as TRL's
     ``_compute_loss`` + ``optimizer.step``.
 
@@ -56,6 +56,7 @@ def grpo_update(forward: Callable[[], tuple[torch.Tensor, Any]], adv: torch.Tens
         add_terms: ``(loss (...,), logp, old_logp, aux) -> loss``: a world's extra
             loss terms (the toy's exact KL, or its per-run KL estimates), added before
             the runs are summed.
+        metrics: compute the clip metrics (False: return an empty dict).
 
     Returns:
         TRL's clip metrics (``clip_ratio/low_mean``, ``high_mean``, ``region_mean``),
@@ -63,7 +64,8 @@ def grpo_update(forward: Callable[[], tuple[torch.Tensor, Any]], adv: torch.Tens
         log pi_old ``(..., B, T)``; the last ``aux``.
     """
     blocks = [(None, loss_kwargs)] if isinstance(loss_kwargs, dict) else loss_kwargs
-    clip = {name: 0.0 for name in CLIP_METRICS}
+    zero = 0.0 if adv.ndim == 1 else np.zeros(adv.shape[:-1])  # one value per run
+    clip = {name: zero for name in CLIP_METRICS}
     for k in range(num_iterations):
         logp, aux = forward()
         if k == 0:  # pi_old: the policy that sampled the batch, fixed for its mu steps
@@ -78,6 +80,8 @@ def grpo_update(forward: Callable[[], tuple[torch.Tensor, Any]], adv: torch.Tens
         opt.zero_grad()
         total.backward()
         opt.step()
+        if num_iterations == 1 or not metrics:  # mu = 1: the ratio is exactly 1, no clip
+            continue
         for runs, kw in blocks:  # TRL's clip metrics (grpo_trainer.py 3272-3279)
             level = kw.get("importance_sampling_level", "token")
             ratio = importance_ratio(_rows(logp.detach(), runs), _rows(old_logp, runs),
@@ -90,7 +94,7 @@ def grpo_update(forward: Callable[[], tuple[torch.Tensor, Any]], adv: torch.Tens
                 else:  # one array over all runs, filled block by block
                     clip[name] = clip[name] + np.zeros(adv.shape[0])
                     clip[name][runs.numpy()] += v / num_iterations
-    return clip, old_logp, aux
+    return clip if metrics else {}, old_logp, aux
 
 
 def _rows(x: torch.Tensor | None, runs: torch.Tensor | None) -> torch.Tensor | None:
