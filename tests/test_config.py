@@ -192,5 +192,10 @@ def test_field_table_rows():
     lr = next(r for r in rows if r["name"] == "learning_rate")
     assert lr["value"] == 0.05 and lr["trl"] == "1e-06" and lr["chapters"] == (4, 10, 15)
     assert "line 423" in lr["source"] and lr["line"] == 423
+    book = {r["name"]: r["value"] for r in rows if r["trl"] == "book only"}  # printed in ch. 9
+    assert book == {"kind": None, "kl_estimator": "k3", "kl_in": "loss",
+                    "dynamic_sampling": False, "max_redraws": 8, "use_critic": False,
+                    "train_critic": True, "critic_lr": 0.05, "critic_seed": 0,
+                    "float32_advantages": False}
     kind = next(r for r in rows if r["name"] == "kind")
     assert kind["trl"] == "book only" and kind["value"] is None
