@@ -324,3 +324,51 @@ def test_the_toy_defaults_and_the_advantage_switch():
         gc.training.toy_config(scale_rewards="group", kind="group")
     res = gc.train_batch(*ARGS, [0], max_steps=2, per_device_train_batch_size=48)
     assert res.config.per_device_train_batch_size == 48
+
+
+def test_train_simple_defaults_are_the_toys():
+    simple = gc.train_simple(W.rewards, W.ref_logits, 11)  # 300 steps, G 8, beta 0.02, lr 0.05
+    batched = gc.train_batch(W.rewards, None, W.ref_logits, 11).logits[0]
+    np.testing.assert_allclose(simple, batched, rtol=1e-9, atol=1e-12)
+
+
+def test_policy_runs_share_g_and_return_the_trained_module():
+    pol = gc.training.TabularPolicy(W.ref_logits, 2)
+    res = gc.train_batch(*ARGS, [0, 1], policy=pol, num_generations=4, max_steps=3)
+    assert res.policy is pol and np.array_equal(res.logits, pol.logits.detach().numpy())
+    assert gc.train_batch(*ARGS, [0, 1], num_generations=[4, 8], max_steps=2).policy is None
+    with pytest.raises(ValueError, match="share num_generations"):
+        gc.train_batch(*ARGS, [0, 1], policy=gc.training.TabularPolicy(W.ref_logits, 2),
+                       num_generations=[4, 8], max_steps=1)
+    gc.train_batch(*ARGS, [0], temperature=1.0, seed=42, max_steps=1)  # TRL's values: fine
+
+
+def test_exact_kl_curve_is_the_kl_of_the_logits():
+    res = gc.train_batch(*ARGS, [0, 1], beta=[0.0, 0.5], max_steps=20)
+    np.testing.assert_allclose(res.kl[:, -1], gc.exact_kl(res.logits, W.ref_logits), rtol=1e-10)
+    np.testing.assert_allclose(res.reward[:, -1], gc.expected_reward(res.logits, W.rewards),
+                               rtol=1e-12)
+
+
+def test_critic_advantage_is_reward_minus_value():
+    """One step by hand: A = r - V(prompt) from the seeded, untrained critic (its fit comes
+    after), then Adam's first step lr g / (|g| + eps) on the REINFORCE gradient."""
+    res = gc.train_batch(*ARGS, [np.random.default_rng(5)], use_critic=True, critic_seed=3,
+                         max_steps=1, beta=0.0)
+    u = np.random.default_rng(5).random((6, 8))
+    samples = gc.sample_from_uniforms(gc.softmax(W.ref_logits), u)
+    with torch.no_grad():
+        v = gc.Critic(3)(torch.tensor(W.emb, dtype=torch.float32)).numpy()
+    r = np.take_along_axis(W.rewards, samples, 1)
+    adv = (torch.tensor(r, dtype=torch.float32) - torch.tensor(v)[:, None]).double().numpy()
+    g = -gc.policy_gradient(W.ref_logits, samples, adv) / 6
+    np.testing.assert_allclose(res.logits[0], W.ref_logits - 0.05 * g / (np.abs(g) + 1e-8),
+                               rtol=0, atol=1e-9)
+
+
+def test_g_equals_2_logs_trl_reward_metrics_and_one_prompt_groups_of_one():
+    res = gc.train_batch(*ARGS, [0], num_generations=2, max_steps=20, metrics=True)
+    assert res.metrics["frac_reward_zero_std"].max() < 1  # continuous rewards: groups differ
+    one = gc.train_batch(W.rewards[:1], None, W.ref_logits[:1], [0], num_generations=1,
+                         max_steps=3, metrics=True)
+    assert (one.metrics["reward_std"] == 0).all()  # one reward per step: no spread
