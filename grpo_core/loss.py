@@ -20,6 +20,7 @@ Taught in chapter 10 (the loss), 12 (KL estimators) and 13 (loss types and lengt
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import torch
@@ -32,6 +33,7 @@ VLLM_IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
 KL_ESTIMATORS = ("k1", "k2", "k3")
 SCALE_REWARDS = ("group", "batch", "none")
+AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")  # multi_objective_aggregation
 STD_EPS = 1e-4  # TRL adds this to the std before dividing
 
 
@@ -389,49 +391,118 @@ def vllm_importance_sampling_ratio(old_logp: torch.Tensor, sampling_logp: torch.
     return ratio.masked_fill((ratio < lo) | (ratio > hi), value=0.0)
 
 
-def trl_advantages(rewards, num_generations: int, scale_rewards: str = "group") -> np.ndarray:
+def trl_rewards(rewards_per_func, reward_weights=None,
+                multi_objective_aggregation: str = "sum_then_normalize",
+                num_generations: int | None = None) -> np.ndarray:
+    """One reward per completion from several reward functions, as TRL 1.16 combines them.
+
+    ``rewards_per_func (..., B, F)``: column f holds reward function f's rewards; NaN where it
+    returned None. ``reward_weights`` (F,): default all 1 (``grpo_trainer.py`` lines 568-576).
+    "sum_then_normalize" (TRL's default): the weighted sum, NaN ignored (``nansum``);
+    "normalize_then_sum" (GDPO): each function's rewards are first normalised within their
+    group of ``num_generations`` (nanmean, Bessel nanstd + 1e-4), then summed with the weights.
+    A completion for which *every* function returned None gets NaN, which
+    :func:`trl_advantages` leaves out of the baseline and gives advantage 0; one for which only
+    some did gets the sum of the others. Returns ``(..., B)``, to pass to :func:`trl_advantages`
+    with the same ``multi_objective_aggregation``. TRL 1.16 ``grpo_trainer.py`` lines 2755-2797
+    (None becomes NaN: 1627-1636). Chapter 17.
+    """
+    r = np.asarray(rewards_per_func, dtype=np.float64)
+    check_choice(multi_objective_aggregation, "multi_objective_aggregation", AGGREGATIONS)
+    if r.ndim < 2:
+        raise ValueError(f"rewards_per_func must have shape (B, F) (one column per reward "
+                         f"function), got {r.shape}")
+    if np.isinf(r).any():
+        raise ValueError("rewards_per_func must not be infinite (None is NaN)")
+    F = r.shape[-1]
+    w = np.ones(F) if reward_weights is None else np.asarray(reward_weights, dtype=np.float64)
+    if w.shape != (F,) or not np.isfinite(w).all():
+        raise ValueError(f"reward_weights must be {F} finite numbers (one per reward function), "
+                         f"got {reward_weights!r}")
+    unscorable = np.isnan(r).all(-1)
+    if multi_objective_aggregation == "normalize_then_sum":
+        if num_generations is None:
+            raise ValueError('num_generations is required for "normalize_then_sum"')
+        G = _check_groups(r.shape[-2], num_generations, "rewards_per_func")
+        groups = r.reshape(*r.shape[:-2], -1, G, F)  # (..., B / G, G, F)
+        with warnings.catch_warnings():  # a group of all-None rewards: NaN, as TRL
+            warnings.simplefilter("ignore", RuntimeWarning)
+            std = np.nanstd(groups, -2, ddof=1, keepdims=True)
+            centred = groups - np.nanmean(groups, -2, keepdims=True)
+            r = (centred / (std + STD_EPS)).reshape(r.shape)
+    total = np.nansum(r * w, -1)
+    return np.where(unscorable, np.nan, total)
+
+
+def _check_groups(B: int, num_generations: int, name: str) -> int:
+    G = check_int(num_generations, "num_generations", 2)
+    if B % G:
+        raise ValueError(f"num_generations ({G}) must divide the batch size ({B}, {name})")
+    return G
+
+
+def trl_advantages(rewards, num_generations: int, scale_rewards: str = "group",
+                   multi_objective_aggregation: str = "sum_then_normalize") -> np.ndarray:
     """Advantages the way TRL 1.16 computes them (``_generate_and_score_completions``).
 
     ``rewards (..., B)`` hold consecutive groups of ``num_generations`` completions of one
     prompt. A = r - (its group's mean), divided by ``std + 1e-4`` where std is, for
     ``scale_rewards`` "group" (TRL's default), the group's Bessel-corrected (n - 1) std; for
     "batch", one Bessel std over the whole batch; for "none" (Dr. GRPO), nothing. A group whose
-    rewards are all equal gets exactly 0.
+    rewards are all equal gets exactly 0 (TRL, in float32: 0 up to rounding for non-dyadic
+    rewards). With ``multi_objective_aggregation="normalize_then_sum"`` (rewards from
+    :func:`trl_rewards`) A = (r - batch mean) / (batch std + 1e-4) whatever ``scale_rewards``.
 
-    Differs from :func:`grpo_core.group_advantages` (the book's chapters 1-9): that takes
-    ``(P, G)`` and divides by the *population* std (n), with no epsilon. Taught in chapter 11.
+    NaN rewards (every reward function returned None) are left out of every mean and std
+    (TRL's nanmean and nanstd) and get advantage 0, as does every completion whose std is
+    undefined (a group with a single scored completion). TRL 1.16 ``grpo_trainer.py`` lines
+    2761-2810. Differs from :func:`grpo_core.group_advantages` (the book's chapters 1-9): that
+    takes ``(P, G)`` and divides by the *population* std (n), with no epsilon. Chapters 11, 17.
     """
     r = np.asarray(rewards, dtype=np.float64)
-    G = check_int(num_generations, "num_generations", 2)
     check_choice(scale_rewards, "scale_rewards", SCALE_REWARDS)
-    if r.ndim < 1 or r.shape[-1] % G:
-        raise ValueError(f"num_generations ({G}) must divide the batch size (the last axis of "
-                         f"rewards, shape {r.shape})")
+    check_choice(multi_objective_aggregation, "multi_objective_aggregation", AGGREGATIONS)
+    if r.ndim < 1:
+        raise ValueError(f"rewards must have shape (B,), got {r.shape}")
+    G = _check_groups(r.shape[-1], num_generations, "the last axis of rewards")
+    if np.isinf(r).any():
+        raise ValueError("rewards must not be infinite (NaN marks an unscorable completion)")
     groups = r.reshape(*r.shape[:-1], -1, G)  # (..., B / G, G)
-    adv = groups - groups.mean(-1, keepdims=True)
-    if scale_rewards == "group":
-        adv = adv / (groups.std(-1, ddof=1, keepdims=True) + STD_EPS)
-    elif scale_rewards == "batch":
-        adv = adv / (r.std(-1, ddof=1, keepdims=True)[..., None] + STD_EPS)
-    adv = np.where(np.ptp(groups, axis=-1, keepdims=True) == 0, 0.0, adv)  # dead groups: 0
-    return adv.reshape(r.shape)
+    with warnings.catch_warnings():  # groups or batches with < 2 scored rewards: NaN, then 0
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if multi_objective_aggregation == "normalize_then_sum":
+            adv = (r - np.nanmean(r, -1, keepdims=True)) / (
+                np.nanstd(r, -1, ddof=1, keepdims=True) + STD_EPS)
+            return np.nan_to_num(adv, nan=0.0)
+        adv = groups - np.nanmean(groups, -1, keepdims=True)
+        if scale_rewards == "group":
+            adv = adv / (np.nanstd(groups, -1, ddof=1, keepdims=True) + STD_EPS)
+        elif scale_rewards == "batch":
+            adv = adv / (np.nanstd(r, -1, ddof=1, keepdims=True)[..., None] + STD_EPS)
+        dead = np.nanmax(groups, -1, keepdims=True) == np.nanmin(groups, -1, keepdims=True)
+    adv = np.where(dead, 0.0, adv)  # dead groups: exactly 0
+    return np.nan_to_num(adv, nan=0.0).reshape(r.shape)
 
 
 def reward_metrics(rewards, num_generations: int, scale_rewards: str = "group") -> dict:
     """TRL's logged reward metrics of one batch ``rewards (B,)``: ``reward`` (mean),
     ``reward_std`` (Bessel std of the batch), ``frac_reward_zero_std`` (the fraction of
-    completions whose std, the group's or for "batch" the batch's, is 0). With leading run
-    dimensions ``(..., B)`` each value is an array ``(...)``. Chapter 11."""
+    completions whose std, the group's or for "batch" the batch's, is 0). NaN rewards are left
+    out (TRL's nanmean, nanstd). With leading run dimensions ``(..., B)`` each value is an array
+    ``(...)``. Chapter 11."""
     r = np.asarray(rewards, dtype=np.float64)
     G = check_int(num_generations, "num_generations", 2)
     check_choice(scale_rewards, "scale_rewards", SCALE_REWARDS)
-    if scale_rewards == "batch":
-        zero = np.isclose(r.std(-1, ddof=1), 0.0).astype(float)
-    else:
-        groups = r.reshape(*r.shape[:-1], -1, G)
-        zero = np.isclose(groups.std(-1, ddof=1), 0.0).mean(-1)
-    return {"reward": _scalar(r.mean(-1)), "reward_std": _scalar(r.std(-1, ddof=1)),
-            "frac_reward_zero_std": _scalar(zero)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if scale_rewards == "batch":
+            zero = np.isclose(np.nanstd(r, -1, ddof=1), 0.0).astype(float)
+        else:
+            groups = r.reshape(*r.shape[:-1], -1, G)
+            zero = np.isclose(np.nanstd(groups, -1, ddof=1), 0.0).mean(-1)
+        return {"reward": _scalar(np.nanmean(r, -1)),
+                "reward_std": _scalar(np.nanstd(r, -1, ddof=1)),
+                "frac_reward_zero_std": _scalar(zero)}
 
 
 def _scalar(x: np.ndarray) -> float | np.ndarray:

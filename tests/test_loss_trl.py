@@ -11,6 +11,7 @@ bounds, delta, entropy mask, entropy bonus, off-policy mask, vLLM weight and nor
 import inspect
 import itertools
 
+import numpy as np
 import pytest
 import torch
 import trl_reference as trl
@@ -321,7 +322,7 @@ def test_luspo_weights_a_sequence_by_its_length():
     A = torch.tensor([1.0, 1.0], dtype=torch.float64)
     loss = gc.grpo_loss(logp, None, None, A, mask, loss_type="luspo",
                         importance_sampling_level="sequence")
-    assert float(loss) == pytest.approx(-(1 + 4) / 2)
+    assert float(loss.detach()) == pytest.approx(-(1 + 4) / 2)
     (g,) = torch.autograd.grad(loss, logp)
     # sequence ratio: d/dlogp_t of exp(mean log-ratio) = 1/|o|; times |o| tokens, / 2 sequences
     torch.testing.assert_close(g, -mask / 2)
@@ -422,3 +423,97 @@ def test_good_edge_values_are_accepted():
                dict(num_processes=3, num_items_in_batch=torch.tensor(40.0)),
                dict(importance_sampling_ratio=torch.zeros(6, 1))):
         assert torch.isfinite(gc.grpo_loss(*args, **kw))
+
+
+# ---- the reward and advantage block (grpo_trainer.py 2755-2810) ----
+
+def reward_table(seed, G=4, P=5, F=3):
+    """(P*G, F) rewards of F functions, with None (NaN): one row all None, one group where
+    function 0 returned None for all but one completion, and a dead group."""
+    rng = np.random.default_rng(seed)
+    r = np.round(rng.random((P * G, F)) * 4) / 4  # quarter steps: exact in float32
+    r[rng.random((P * G, F)) < 0.15] = np.nan
+    r[1] = np.nan  # every function returned None
+    r[G:2 * G, 0] = np.nan
+    r[G + 1, 0] = 1.0
+    r[2 * G:3 * G] = 0.5  # a dead group
+    return r
+
+
+@pytest.mark.parametrize("agg", L.AGGREGATIONS)
+@pytest.mark.parametrize("scale", gc.SCALE_REWARDS)
+@pytest.mark.parametrize("weights", [None, [1.0, 0.5, 2.0], [0.3, 1.0, 0.0]])
+def test_rewards_and_advantages_match_trl(agg, scale, weights):
+    for seed in range(4):
+        r = reward_table(seed)
+        adv_t, rew_t, _ = trl.rewards_and_advantages(torch.tensor(r, dtype=torch.float32), 4,
+                                                     weights, agg, scale)
+        rew = L.trl_rewards(r, weights, agg, num_generations=4)
+        adv = gc.trl_advantages(rew, 4, scale, agg)
+        np.testing.assert_allclose(adv, adv_t.numpy(), rtol=2e-6, atol=2e-6)
+        assert adv[1] == 0.0  # the unscorable completion
+        assert not np.isnan(adv).any()
+        if agg == "sum_then_normalize":  # TRL's logged reward is the same weighted nansum
+            np.testing.assert_allclose(rew, rew_t.numpy(), rtol=1e-6, equal_nan=True)
+            assert (adv[8:12] == 0).all()  # the dead group
+
+
+def test_none_rewards_leave_the_baseline():
+    # group of 4, one unscorable: the baseline is the mean of the other three
+    r = np.array([[1.0], [np.nan], [0.0], [0.0]])
+    rew = L.trl_rewards(r)
+    assert np.isnan(rew[1]) and rew[0] == 1.0
+    for scale in gc.SCALE_REWARDS:
+        adv = gc.trl_advantages(rew, 4, scale)
+        assert adv[1] == 0.0
+        assert adv[0] > 0 > adv[2] == adv[3]
+    none = gc.trl_advantages(rew, 4, "none")
+    np.testing.assert_allclose(none, [2 / 3, 0, -1 / 3, -1 / 3])
+    group = gc.trl_advantages(rew, 4, "group")
+    np.testing.assert_allclose(group, np.array([2 / 3, 0, -1 / 3, -1 / 3]) / (
+        np.std([1.0, 0, 0], ddof=1) + 1e-4))
+    # a partly-None row counts the functions that answered (nansum), not 0 for all
+    np.testing.assert_array_equal(L.trl_rewards([[1.0, np.nan], [np.nan, np.nan]], [2.0, 1.0]),
+                                  [2.0, np.nan])
+    # normalize_then_sum: mean 0 per function and group, then a batch z-score
+    two = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
+    r2 = L.trl_rewards(two, None, "normalize_then_sum", num_generations=2)
+    z = 0.5 / (np.std([1.0, 0.0], ddof=1) + 1e-4)  # (1 - 0.5) / (std + 1e-4)
+    np.testing.assert_allclose(r2, [0, 0, 2 * z, -2 * z], atol=1e-12)
+    for scale in gc.SCALE_REWARDS:  # a batch z-score whatever scale_rewards, as TRL
+        a2 = gc.trl_advantages(r2, 2, scale, "normalize_then_sum")
+        np.testing.assert_allclose(a2, r2 / (np.std(r2, ddof=1) + 1e-4), atol=1e-12)
+
+
+def test_a_group_with_one_scored_completion_gets_zero():
+    rew = np.array([np.nan, np.nan, 3.0, np.nan, 1.0, 0.0, 1.0, 0.0])
+    for scale in gc.SCALE_REWARDS:
+        adv = gc.trl_advantages(rew, 4, scale)
+        assert (adv[:4] == 0).all() and adv[4] > 0
+    assert (gc.trl_advantages(np.full(4, np.nan), 2) == 0).all()
+
+
+def test_reward_metrics_skip_none():
+    rew = np.array([1.0, np.nan, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])
+    m = gc.reward_metrics(rew, 4)
+    assert m["reward"] == pytest.approx(5 / 7)
+    assert m["reward_std"] == pytest.approx(np.std([1, 0, 0, 1, 1, 1, 1.0], ddof=1))
+    assert m["frac_reward_zero_std"] == 0.5
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: L.trl_rewards(np.zeros(8)), "rewards_per_func"),
+    (lambda: L.trl_rewards(np.full((8, 2), np.inf)), "rewards_per_func"),
+    (lambda: L.trl_rewards(np.zeros((8, 2)), [1.0]), "reward_weights"),
+    (lambda: L.trl_rewards(np.zeros((8, 2)), [1.0, np.nan]), "reward_weights"),
+    (lambda: L.trl_rewards(np.zeros((8, 2)), None, "sum"), "multi_objective_aggregation"),
+    (lambda: L.trl_rewards(np.zeros((8, 2)), None, "normalize_then_sum"), "num_generations"),
+    (lambda: L.trl_rewards(np.zeros((8, 2)), None, "normalize_then_sum", 3), "num_generations"),
+    (lambda: gc.trl_advantages(np.array([1.0, np.inf]), 2), "rewards"),
+    (lambda: gc.trl_advantages(np.zeros(8), 4, "group", "sum"), "multi_objective_aggregation"),
+    (lambda: gc.trl_advantages(np.float64(1.0), 2), "rewards"),
+    (lambda: gc.trl_advantages(np.zeros(8), 1), "num_generations"),
+])
+def test_reward_block_rejects_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
