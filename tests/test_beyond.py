@@ -98,3 +98,13 @@ def test_train_two_rewards_starts_at_the_reference():
         out = bd.train_two_rewards(rpf, ref, [0, 1], multi_objective_aggregation=agg, steps=4)
         assert out["curve"].shape == (2, 2, 5)
         np.testing.assert_allclose(out["curve"][:, :, 0], 1 / 3)
+
+
+def test_sapo_exercise_checker_accepts_the_solution_and_rejects_one_temperature():
+    def solution(ratio, adv, tau_pos, tau_neg):
+        tau = torch.where(adv > 0, tau_pos, tau_neg)
+        return -4 / tau * torch.sigmoid(tau * (ratio - 1)) * adv
+
+    assert gc.exercises.check_sapo_surrogate(solution)
+    assert not gc.exercises.check_sapo_surrogate(
+        lambda r, a, tp, tn: -4 / tp * torch.sigmoid(tp * (r - 1)) * a)
