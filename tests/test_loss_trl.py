@@ -517,3 +517,52 @@ def test_reward_metrics_skip_none():
 def test_reward_block_rejects_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_gamma_weight_defaults_and_clamps():
+    """VESPO's defaults (k, lambda) = (2, 3) for A >= 0 and (3, 2) for A < 0 (grpo_config.py
+    730-752), and its clamps: each token's log-ratio to [-20, 20], vLLM's log-weight to
+    [log 1e-8, 20], the sequence's log w to [log 1e-8, 20] (grpo_trainer.py 2997-3008)."""
+    d = torch.float64
+    A = torch.tensor([[1.0], [-1.0]], dtype=d)
+    mask = torch.ones(2, 2, dtype=d)
+    log_r = torch.tensor([[0.3, -0.1], [0.3, -0.1]], dtype=d)
+    torch.testing.assert_close(L.gamma_weights(A, log_r, mask),
+                               L.gamma_weights(A, log_r, mask, None, 2.0, 3.0, 3.0, 2.0),
+                               rtol=0, atol=0)
+    w = torch.tensor(0.2, dtype=d).exp()
+    neg = torch.exp(2.0 + 3.0 * w.log() - 2.0 * w)
+    torch.testing.assert_close(L.gamma_weights(A, log_r, mask)[1, 0], neg, rtol=1e-6, atol=0)
+
+    # lambda 0 is floored at 1e-4 (a float32 1e-4, hence rtol 1e-6,
+    # 1e-4 where lambda w is 327): exp(-lambda w) stays
+    def phi(log_ratio, isr=None, k=2.0):
+        return L.gamma_weights(A[:1], torch.tensor([log_ratio], dtype=d), mask[:1], isr, k, 0.0)
+
+    def expected(log_w, k=2.0):
+        return torch.exp(torch.tensor(1e-4 + k * log_w - 1e-4 * np.exp(log_w), dtype=d))
+
+    torch.testing.assert_close(phi([25.0, -10.0])[0, 0], expected(10.0), rtol=1e-6, atol=0)
+    torch.testing.assert_close(phi([-25.0, 10.0])[0, 0], expected(-10.0), rtol=1e-6, atol=0)
+    torch.testing.assert_close(phi([15.0, 15.0])[0, 0], expected(20.0), rtol=1e-6, atol=0)
+    isr = torch.tensor([[np.exp(25.0), 1.0]], dtype=d)
+    torch.testing.assert_close(phi([-2.5, -2.5], isr)[0, 0], expected(15.0), rtol=1e-4, atol=0)
+    zero = torch.tensor([[0.0, 1.0]], dtype=d)  # a zeroed vLLM weight: log 1e-8
+    torch.testing.assert_close(phi([3.0, 3.0], zero, k=1.0)[0, 0],
+                               expected(6.0 + np.log(1e-8), k=1.0), rtol=1e-6, atol=0)
+
+
+def test_one_real_token_in_the_batch():
+    """The token-count normalisers clamp at 1, not more: one real token is divided by 1."""
+    logp = torch.log(torch.tensor([[0.5, 0.5], [0.5, 0.5]], dtype=torch.float64))
+    mask = torch.tensor([[1.0, 0.0], [0.0, 0.0]], dtype=torch.float64)
+    A = torch.tensor([2.0, -1.0], dtype=torch.float64)
+    for lt in ("bnpo", "dapo", "cispo", "vespo"):
+        loss = gc.grpo_loss(logp, None, None, A, mask, loss_type=lt, epsilon_high=5.0)
+        expect = -2.0 * (float(np.log(0.5)) if lt in ("cispo", "vespo") else 1.0)
+        assert float(loss) == pytest.approx(expect, abs=1e-12), lt
+    grpo = gc.grpo_loss(logp, None, None, A, mask, loss_type="grpo")
+    assert float(grpo) == pytest.approx(-2.0 / 2, abs=1e-12)  # empty row: 0 / clamp(0, 1)
+    ent = torch.tensor([[0.7, 5.0], [5.0, 5.0]], dtype=torch.float64)
+    bonus = L.entropy_bonus(ent, mask)
+    assert float(bonus) == pytest.approx(0.7, abs=1e-12)
