@@ -421,7 +421,10 @@ def test_good_edge_values_are_accepted():
                dict(off_policy_mask_threshold=-0.5), dict(vespo_k_pos=0.0, loss_type="vespo"),
                dict(gradient_accumulation_steps=2, loss_type="grpo"),
                dict(num_processes=3, num_items_in_batch=torch.tensor(40.0)),
-               dict(importance_sampling_ratio=torch.zeros(6, 1))):
+               dict(importance_sampling_ratio=torch.zeros(6, 1)),
+               dict(max_completion_length=1, loss_type="dr_grpo"),
+               dict(steps_per_generation=1), dict(num_items_in_batch=1),
+               dict(num_items_in_batch=0.5, loss_type="cispo")):
         assert torch.isfinite(gc.grpo_loss(*args, **kw))
 
 
@@ -566,3 +569,57 @@ def test_one_real_token_in_the_batch():
     ent = torch.tensor([[0.7, 5.0], [5.0, 5.0]], dtype=torch.float64)
     bonus = L.entropy_bonus(ent, mask)
     assert float(bonus) == pytest.approx(0.7, abs=1e-12)
+
+
+def test_gamma_weight_overflow_and_nan_become_zero():
+    d = torch.float64
+    A = torch.tensor([[1.0]], dtype=d)
+    mask = torch.ones(1, 2, dtype=d)
+    big = L.gamma_weights(A, torch.tensor([[10.0, 10.0]], dtype=d), mask, None, 100.0, 0.0)
+    assert float(big) == 0.0  # exp(2000 - 48.5) overflows: TRL's nan_to_num(posinf=0)
+    nan = L.gamma_weights(A, torch.tensor([[float("nan"), 0.0]], dtype=d), mask)
+    assert float(nan) == 0.0
+
+
+def test_off_policy_mask_uses_sampler_minus_policy_and_one_token_sequences():
+    logp = torch.tensor([[-1.0, -1.0], [-1.0, 0.0]], dtype=torch.float64)
+    sampling = torch.tensor([[-0.7, -0.7], [-0.7, 5.0]], dtype=torch.float64)
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]], dtype=torch.float64)
+    A = -torch.ones(2, 1, dtype=torch.float64)
+    # mean log pi_sampler - log pi = 0.3 for both (the second has one token): dropped at 0.25,
+    # kept at 0.3; with the sign reversed (-0.3) or a count of 2 (0.15) both would be kept
+    assert L.off_policy_mask(A, logp, sampling, mask, 0.25).view(-1).tolist() == [0.0, 0.0]
+    assert L.off_policy_mask(A, logp, sampling, mask, 0.3 + 1e-12).view(-1).tolist() == [1, 1]
+
+
+def test_reduce_loss_defaults_are_one_process_no_accumulation():
+    b = make_batch(6)
+    per_token = b["logp"].detach() * b["adv"][:, None]
+    for lt in L.ALL_LOSS_TYPES:
+        torch.testing.assert_close(
+            L.reduce_loss(per_token, b["mask"], lt),
+            L.reduce_loss(per_token, b["mask"], lt, num_items_in_batch=b["mask"].sum(),
+                          gradient_accumulation_steps=1, num_processes=1,
+                          steps_per_generation=1), rtol=0, atol=0)
+    for lt in L.LOSS_TYPES:
+        torch.testing.assert_close(L.reduce_loss(per_token, b["mask"], lt),
+                                   L.aggregate(per_token, b["mask"], lt), rtol=0, atol=0)
+
+
+def test_vllm_weight_keeps_ratios_on_the_bounds():
+    old = torch.zeros(2, 3, dtype=torch.float64)
+    mask = torch.ones(2, 3, dtype=torch.float64)
+    for mode in ("token_mask", "sequence_mask"):
+        at_one = L.vllm_importance_sampling_ratio(old, old, mask, mode, 1.0, 1.0)
+        assert (at_one == 1).all()  # ratio 1 on both bounds: kept
+        above = L.vllm_importance_sampling_ratio(old, old - 0.1, mask, mode, None, 1.0)
+        assert (above == 0).all()
+
+
+def test_trl_rewards_leading_dimensions_are_independent_runs():
+    r = np.stack([reward_table(s) for s in range(3)])  # (3, 20, 3)
+    for agg in L.AGGREGATIONS:
+        both = L.trl_rewards(r, [1.0, 0.5, 2.0], agg, num_generations=4)
+        for i in range(3):
+            np.testing.assert_array_equal(both[i], L.trl_rewards(r[i], [1.0, 0.5, 2.0], agg,
+                                                                 num_generations=4))
