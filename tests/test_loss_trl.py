@@ -623,3 +623,71 @@ def test_trl_rewards_leading_dimensions_are_independent_runs():
         for i in range(3):
             np.testing.assert_array_equal(both[i], L.trl_rewards(r[i], [1.0, 0.5, 2.0], agg,
                                                                  num_generations=4))
+
+
+# ---- TRL's logged metrics (grpo_trainer.py 3254-3279; 2826-2830) ----
+
+def trl_clip_metrics(coef_1, advantages, mask, epsilon_low, epsilon_high):
+    """grpo_trainer.py 3254-3279, one process (``global_masked_mean``)."""
+    advantages = advantages.unsqueeze(1)
+
+    def global_masked_mean(x):
+        if x.shape[1] == 1:
+            local_sum, local_count = x.sum(), torch.tensor(float(x.shape[0]))
+        else:
+            local_sum, local_count = (x * mask).sum(), mask.sum().float()
+        return float(local_sum / local_count.clamp(min=1.0))
+
+    is_low_clipped = (coef_1 < 1 - epsilon_low) & (advantages < 0)
+    is_high_clipped = (coef_1 > 1 + epsilon_high) & (advantages > 0)
+    is_region_clipped = is_low_clipped | is_high_clipped
+    return {"clip_ratio/low_mean": global_masked_mean(is_low_clipped.float()),
+            "clip_ratio/high_mean": global_masked_mean(is_high_clipped.float()),
+            "clip_ratio/region_mean": global_masked_mean(is_region_clipped.float())}
+
+
+def test_clip_metrics_match_trl():
+    d = torch.float64
+    # ratios on the bounds (0.75, 1.25 exact in binary: not clipped), inside, outside; A = 0
+    ratio = torch.tensor([[0.75, 0.7, 1.0], [1.25, 1.3, 1.3], [0.5, 2.0, 1.0], [0.7, 1.3, 0.5]],
+                         dtype=d)
+    A = torch.tensor([-1.0, 1.0, 0.0, -2.0], dtype=d)
+    mask = torch.tensor([[1.0, 1, 1], [1, 1, 0], [1, 1, 1], [0, 0, 0]], dtype=d)
+    for eps, high in ((0.25, None), (0.25, 0.28), (0.2, 0.25)):
+        ours = L.clip_metrics(ratio, A, mask, eps, high)
+        theirs = trl_clip_metrics(ratio, A, mask, eps, eps if high is None else high)
+        assert ours == pytest.approx(theirs, abs=1e-12), (eps, high)
+    assert L.clip_metrics(ratio, A, mask) == pytest.approx(
+        trl_clip_metrics(ratio, A, mask, 0.2, 0.2), abs=1e-12)  # TRL's default epsilon
+    seq = ratio[:, :1]  # a per-sequence ratio (B, 1): a mean over sequences, empty ones too
+    assert L.clip_metrics(seq, A, mask, 0.2) == pytest.approx(
+        trl_clip_metrics(seq, A, mask, 0.2, 0.2), abs=1e-12)
+    one = torch.tensor([[0.5, 1.0]], dtype=d)  # one real token in the batch
+    m1 = L.clip_metrics(one, torch.tensor([-1.0], dtype=d), torch.tensor([[1.0, 0.0]], dtype=d))
+    assert m1["clip_ratio/low_mean"] == 1.0
+
+
+def test_reward_metrics_match_trls_logs():
+    rng = np.random.default_rng(3)
+    for G in (2, 4):
+        r = np.round(rng.random((3, 4 * G)) * 2) / 2
+        r[0, :G] = 1.0  # a dead group
+        r[1] = 0.5  # a dead batch
+        for scale in gc.SCALE_REWARDS:
+            m = gc.reward_metrics(r, G, scale)
+            for i in range(3):
+                t = torch.tensor(r[i])
+                std = (trl.nanstd(t.view(-1, G), dim=1).repeat_interleave(G) if scale != "batch"
+                       else trl.nanstd(t).expand_as(t))
+                zero = torch.isclose(std, torch.zeros_like(std)).float().mean().item()
+                assert m["frac_reward_zero_std"][i] == pytest.approx(zero, abs=1e-12)
+                assert m["reward"][i] == pytest.approx(torch.nanmean(t).item(), abs=1e-12)
+                assert m["reward_std"][i] == pytest.approx(trl.nanstd(t).item(), rel=1e-6)
+
+
+def test_normalize_then_sum_advantages_are_a_batch_z_score_of_any_rewards():
+    r = np.array([3.0, 1.0, np.nan, 2.0, 5.0, 5.0])  # not centred: the mean matters
+    ours = gc.trl_advantages(r, 2, "group", "normalize_then_sum")
+    t = torch.tensor(r)
+    theirs = torch.nan_to_num((t - torch.nanmean(t)) / (trl.nanstd(t) + 1e-4), nan=0.0)
+    np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-6, atol=1e-9)
