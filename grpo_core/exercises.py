@@ -294,3 +294,27 @@ def check_completion_mask(user_fn: Callable) -> bool:
     return check(user_fn, completion_mask, trials, name="completion_mask", rtol=0, atol=0,
                  hint="a position is kept when no EOS came strictly before it: a cumulative "
                       "count of EOS tokens, shifted by one")
+
+
+# --- chapter 17 (TRL's other loss types) ---
+
+def check_sapo_surrogate(user_fn: Callable) -> bool:
+    """Chapter 17: ``user_fn(ratio (B, T), adv (B, 1), tau_pos, tau_neg) -> (B, T)``, SAPO's
+    per-token loss ``-4 / tau * sigmoid(tau * (ratio - 1)) * A`` with tau = tau_pos where
+    A > 0, else tau_neg; compared with :func:`grpo_core.loss.sapo_surrogate` (TRL 1.16
+    ``grpo_trainer.py`` lines 3121-3124), in float64 to 1e-6: TRL's ``torch.where`` of two
+    Python floats gives float32 temperatures, and either is accepted."""
+    from .loss import sapo_surrogate
+
+    def reference(ratio, adv, tau_pos, tau_neg):
+        tau = torch.where(adv > 0, torch.tensor(tau_pos, dtype=torch.float64),
+                          torch.tensor(tau_neg, dtype=torch.float64))  # float64 temperatures
+        return sapo_surrogate(ratio, adv, None, sapo_temperature_pos=tau, sapo_temperature_neg=tau)
+
+    rng = np.random.default_rng(17)
+    trials = [((torch.tensor(np.exp(rng.normal(0, 0.5, (B, T)))),
+                torch.tensor(rng.normal(0, 1, (B, 1))), tp, tn), {})
+              for B, T, tp, tn in ((4, 5, 1.0, 1.05), (6, 3, 0.5, 2.0), (1, 8, 3.0, 0.7))]
+    return check(user_fn, reference, trials, name="sapo_surrogate", rtol=1e-6, atol=1e-9,
+                 hint="the temperature per sequence is torch.where(A > 0, tau_pos, tau_neg); "
+                      "the gate 4 / tau * sigmoid(tau * (ratio - 1)) has slope 1 at ratio 1")
