@@ -15,6 +15,7 @@ the batch arithmetic are plain Python. Taught in chapter 16.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -172,8 +173,9 @@ def trl_config(knobs: Mapping[str, Any], *, generation_steps: int, seed: int, ou
         # gradient clipping (1.0); grad_norm is still logged. TRL's AdamW has weight_decay 0.
         "lr_scheduler_type": "constant", "max_grad_norm": 0.0,
         # a CPU and float64, like the book: no bf16 (TRL's default True needs a GPU or use_cpu),
-        # no activation checkpointing (True)
-        "use_cpu": True, "bf16": False, "fp16": False, "gradient_checkpointing": False,
+        # no activation checkpointing (TRL's gradient_checkpointing=True; transformers 5.25
+        # renamed the field activation_checkpointing and warns on the old name)
+        "use_cpu": True, "bf16": False, "fp16": False, "activation_checkpointing": False,
         # every optimizer step logged to trainer.state.log_history (10), no tracker ("none"),
         # no checkpoints ("steps"), no progress bar (False)
         "logging_steps": 1, "report_to": "none", "save_strategy": "no", "disable_tqdm": True,
@@ -206,13 +208,19 @@ def make_trainer(start: T.TinyLM, train_prompts: torch.Tensor, args: TRLConfig, 
     :func:`to_gpt2`). With ``held_out (N, 4)`` it scores the book's exact pass@1 before training
     and every ``eval_every`` generation steps (``trainer.held_out``: a list of (generation step,
     pass@1)); with ``loss_checks`` it records :func:`loss_check` on that many loss calls
-    (``trainer.loss_checks``). Call ``.train()`` on it. Chapter 16."""
+    (``trainer.loss_checks``). With ``args.beta != 0`` it saves the warm start in
+    ``args.output_dir`` for TRL to load as pi_ref. Call ``.train()`` on it. Chapter 16."""
     _require()
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOTrainer
 
+    model = to_gpt2(start)
+    if args.beta != 0.0:  # TRL builds pi_ref with from_pretrained(the model's name): save a copy
+        ref_dir = os.path.join(args.output_dir, "pi_ref")
+        model.save_pretrained(ref_dir)
+        model.config._name_or_path = ref_dir
     trainer = GRPOTrainer(
-        model=to_gpt2(start),
+        model=model,
         reward_funcs=sort_reward,
         args=args,
         train_dataset=make_dataset(train_prompts),
@@ -253,6 +261,7 @@ class LossCheck:
     grad_diff: float
     grad_max: float
     pi_old_given: bool
+    lengths: tuple[int, int]  # the shortest and longest completion of the batch, in tokens
 
 
 def book_loss(logp: torch.Tensor, inputs: Mapping[str, Any], args: TRLConfig) -> torch.Tensor:
@@ -275,13 +284,15 @@ def loss_check(loss: torch.Tensor, logp: torch.Tensor, inputs: Mapping[str, Any]
     """TRL's ``loss`` against :func:`book_loss` on the same tensors: value, and gradient with
     respect to ``params`` (both through the same autograd graph, which is kept). Chapter 16."""
     book = book_loss(logp, inputs, args)
+    lengths = inputs["completion_mask"].sum(-1)
     g_trl = torch.autograd.grad(loss, params, retain_graph=True)
     g_book = torch.autograd.grad(book, params, retain_graph=True)
     return LossCheck(
         loss=loss.item(), loss_diff=abs(loss.item() - book.item()),
         grad_diff=max((a - b).abs().max().item() for a, b in zip(g_trl, g_book, strict=True)),
         grad_max=max(a.abs().max().item() for a in g_trl),
-        pi_old_given=inputs.get("old_per_token_logps") is not None)
+        pi_old_given=inputs.get("old_per_token_logps") is not None,
+        lengths=(int(lengths.min()), int(lengths.max())))
 
 
 def _hook_loss_checks(trainer: GRPOTrainer, n: int) -> None:
