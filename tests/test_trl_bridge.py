@@ -191,3 +191,20 @@ def test_per_generation_log_and_held_out(warm, tmp_path):
     assert trainer.held_out[0][1] == pytest.approx(T.pass_at_1(start, held_out), abs=1e-12)
     with pytest.raises(ValueError, match="whole batches"):
         B.per_generation(trainer.state.log_history, 3)
+
+
+def test_exercise_checker_accepts_an_ids_reward_and_rejects_a_text_one(capsys):
+    from grpo_core import exercises
+
+    def by_ids(prompts, completions, completion_ids, **kwargs):
+        digits = [sorted(int(d) for d in p.split()[:3]) for p in prompts]
+        return [float(list(ids[:4]) == d + [T.EOS]) for ids, d in zip(completion_ids, digits,
+                                                                       strict=True)]
+
+    def by_text(prompts, completions, completion_ids, **kwargs):  # blind to <eos>
+        return [float(c.startswith(" ".join(sorted(p.split()[:3]))))
+                for p, c in zip(prompts, completions, strict=True)]
+
+    assert exercises.check_trl_reward(by_ids)
+    assert not exercises.check_trl_reward(by_text)
+    assert "hint" in capsys.readouterr().out
