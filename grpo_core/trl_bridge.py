@@ -254,13 +254,15 @@ def _held_out_callback(held_out: torch.Tensor, every: int, mu: int, trainer: GRP
 @dataclass
 class LossCheck:
     """One loss call of TRL compared with the book: TRL's ``loss`` and ``grpo_loss``'s on the same
-    tensors, the largest gradient differences and TRL's largest gradient entry."""
+    tensors, the largest gradient differences and TRL's largest gradient entry; whether TRL passed
+    pi_old's log-probs, and how far the ratio pi_theta / pi_old strays from 1 (max over tokens)."""
 
     loss: float
     loss_diff: float
     grad_diff: float
     grad_max: float
     pi_old_given: bool
+    ratio_dev: float
     lengths: tuple[int, int]  # the shortest and longest completion of the batch, in tokens
 
 
@@ -284,14 +286,17 @@ def loss_check(loss: torch.Tensor, logp: torch.Tensor, inputs: Mapping[str, Any]
     """TRL's ``loss`` against :func:`book_loss` on the same tensors: value, and gradient with
     respect to ``params`` (both through the same autograd graph, which is kept). Chapter 16."""
     book = book_loss(logp, inputs, args)
-    lengths = inputs["completion_mask"].sum(-1)
+    mask = inputs["completion_mask"].bool()
+    old = inputs.get("old_per_token_logps")
+    ratio = torch.ones_like(logp) if old is None else (logp.detach() - old).exp()
+    lengths = mask.sum(-1)
     g_trl = torch.autograd.grad(loss, params, retain_graph=True)
     g_book = torch.autograd.grad(book, params, retain_graph=True)
     return LossCheck(
         loss=loss.item(), loss_diff=abs(loss.item() - book.item()),
         grad_diff=max((a - b).abs().max().item() for a, b in zip(g_trl, g_book, strict=True)),
         grad_max=max(a.abs().max().item() for a in g_trl),
-        pi_old_given=inputs.get("old_per_token_logps") is not None,
+        pi_old_given=old is not None, ratio_dev=(ratio[mask] - 1).abs().max().item(),
         lengths=(int(lengths.min()), int(lengths.max())))
 
 
