@@ -32,6 +32,8 @@ if TYPE_CHECKING:  # annotations only: importing this module never imports them
     from trl import GRPOConfig as TRLConfig
     from trl import GRPOTrainer
 
+    from .config import GRPOConfig
+
 TEXT = {**{d: str(d) for d in range(10)}, T.SEP: "=", T.EOS: "<eos>"}  # token id -> text
 
 
@@ -142,44 +144,23 @@ def sort_reward(prompts: Sequence[str], completions: Sequence[str],
     return [float(list(ids[:4]) == list(a)) for ids, a in zip(completion_ids, answer, strict=True)]
 
 
-# --- the book's knobs as TRL's GRPOConfig -------------------------------------------------------
+# --- the book's config as TRL's GRPOConfig -------------------------------------------------------
 
-def book_knobs_to_trl(knobs: Mapping[str, Any]) -> dict[str, Any]:
-    """The book's knobs (``tiny_lm.GRPOConfig``'s names) under TRL's names: TRL has no
-    ``prompts_per_step``, it has ``per_device_train_batch_size`` completions per optimizer step
-    (on one process, without accumulation: prompts x ``num_generations``)."""
-    kw = dict(knobs)
-    per_step = kw.pop("prompts_per_step", 8)
-    kw["per_device_train_batch_size"] = per_step * kw.get("num_generations", 8)
-    return kw
-
-
-def trl_config(knobs: Mapping[str, Any], *, generation_steps: int, seed: int, output_dir: str,
-               **overrides: Any) -> TRLConfig:
-    """TRL's ``GRPOConfig`` for the book's run: the book's ``knobs``, then every other value this
-    toy needs, each said explicitly with TRL's default in the comment. ``generation_steps`` is the
-    book's ``steps`` (batches sampled); ``overrides`` replace any value. Chapter 16."""
+def trl_config(cfg: GRPOConfig, *, output_dir: str, **overrides: Any) -> TRLConfig:
+    """TRL's ``GRPOConfig`` for the run the book's loop makes of ``cfg``: every knob under the same
+    name (:meth:`grpo_core.GRPOConfig.trl_kwargs`, which adds the ``TrainingArguments`` values
+    that would otherwise change the loop: a constant learning rate, no clipping, float64 on a
+    CPU, a log every step, no checkpoints). One count differs: the book's ``max_steps`` counts
+    sampled batches, TRL's counts optimizer steps, ``num_iterations`` per batch.
+    ``overrides`` replace any value. Chapter 16."""
     _require()
-    from trl import GRPOConfig
+    from trl import GRPOConfig as TRLGRPOConfig
 
-    kw = book_knobs_to_trl(knobs)
-    return GRPOConfig(**{
-        **kw,  # num_generations, per_device_train_batch_size, num_iterations, epsilon, beta, ...
-        # TRL counts optimizer steps: num_iterations of them per sampled batch (default -1)
-        "max_steps": generation_steps * kw.get("num_iterations", 1),
-        "max_completion_length": T.MAX_COMPLETION_LENGTH,  # 5: the model has 9 positions (512)
-        "seed": seed,  # the initial seed of torch's RNG, which generate() samples from (42)
-        # the book's plain Adam: a constant learning rate (TRL: "linear" decay to 0) and no
-        # gradient clipping (1.0); grad_norm is still logged. TRL's AdamW has weight_decay 0.
-        "lr_scheduler_type": "constant", "max_grad_norm": 0.0,
-        # a CPU and float64, like the book: no bf16 (TRL's default True needs a GPU or use_cpu),
-        # no activation checkpointing (TRL's gradient_checkpointing=True; transformers 5.25
-        # renamed the field activation_checkpointing and warns on the old name)
-        "use_cpu": True, "bf16": False, "fp16": False, "activation_checkpointing": False,
-        # every optimizer step logged to trainer.state.log_history (10), no tracker ("none"),
-        # no checkpoints ("steps"), no progress bar (False)
-        "logging_steps": 1, "report_to": "none", "save_strategy": "no", "disable_tqdm": True,
-        "output_dir": output_dir,  # required; nothing is written there with save_strategy="no"
+    return TRLGRPOConfig(**{
+        **cfg.trl_kwargs(),
+        "max_steps": cfg.max_steps * cfg.num_iterations,
+        "disable_tqdm": True,  # no progress bar (TRL's default False)
+        "output_dir": output_dir,  # required; nothing is saved there (save_strategy="no")
         **overrides,
     })
 

@@ -12,6 +12,7 @@ import warnings
 import pytest
 import torch
 
+import grpo_core as gc
 from grpo_core import tiny_lm as T
 from grpo_core import trl_bridge as B
 
@@ -20,8 +21,11 @@ import transformers  # noqa: E402
 
 torch.set_num_threads(1)
 transformers.logging.set_verbosity_error()
-KNOBS = dict(num_generations=8, prompts_per_step=8, num_iterations=2, epsilon=0.2, beta=0.0,
-             loss_type="dapo", scale_rewards="group", learning_rate=1e-3)
+KNOBS = dict(num_iterations=2)  # chapter 15's run: tiny_lm.DEFAULTS and mu = 2
+
+
+def book_config(**changes) -> gc.GRPOConfig:
+    return gc.GRPOConfig(**(T.DEFAULTS | KNOBS | changes))
 
 
 def test_grpo_core_imports_without_trl():
@@ -63,7 +67,7 @@ def test_port_computes_tinylm_exactly(seed, kwargs):
     # kernel): measured <= 1e-14 here.
     torch.testing.assert_close(theirs, ours, rtol=0, atol=1e-12)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    assert trainable == T.n_parameters(tiny)
+    assert trainable == gc.n_params(tiny)
     back = B.to_tiny(model)
     for a, b in zip(back.parameters(), tiny.parameters(), strict=True):
         assert torch.equal(a, b)
@@ -118,16 +122,18 @@ def test_batch_arithmetic_is_trls(per_device, steps_per_generation, num_generati
                                   steps_per_generation=steps_per_generation) == expected
 
 
-def test_config_says_every_value(tmp_path):
-    args = B.trl_config(KNOBS, generation_steps=30, seed=5, output_dir=str(tmp_path))
-    assert args.per_device_train_batch_size == 64 and args.max_steps == 60
-    assert (args.num_generations, args.num_iterations, args.loss_type) == (8, 2, "dapo")
+def test_config_carries_the_books_knobs_and_counts_optimizer_steps(tmp_path):
+    cfg = book_config(max_steps=30, seed=5)
+    args = B.trl_config(cfg, output_dir=str(tmp_path))
+    for name, value in cfg.trl_kwargs().items():
+        ours = getattr(args, name)
+        if name not in ("max_steps", "report_to"):  # report_to "none" is stored as []
+            assert str(getattr(ours, "value", ours)) == str(value), name
+    assert args.per_device_train_batch_size == 64 and args.max_steps == 60  # 30 batches x mu 2
     assert args.generation_batch_size == 64 and args.steps_per_generation == 1
     assert args.max_completion_length == T.MAX_COMPLETION_LENGTH and args.seed == 5
     assert (args.use_cpu, args.bf16, args.max_grad_norm) == (True, False, 0.0)
-    assert str(args.lr_scheduler_type.value) == "constant" and args.learning_rate == 1e-3
-    assert B.trl_config(KNOBS, generation_steps=1, seed=0, output_dir=str(tmp_path),
-                        epsilon_high=0.28).epsilon_high == 0.28
+    assert B.trl_config(cfg, output_dir=str(tmp_path), epsilon_high=0.28).epsilon_high == 0.28
 
 
 @pytest.fixture(scope="module")
@@ -159,9 +165,7 @@ CONFIGS = {
 @pytest.mark.parametrize("changes", list(CONFIGS.values()), ids=list(CONFIGS))
 def test_grpo_loss_gives_trls_loss_and_gradient(changes, warm, tmp_path):
     start, train, _ = warm
-    knobs = {k: changes.pop(k) if k in changes else v for k, v in KNOBS.items()}
-    extra = {k: v for k, v in changes.items()}
-    args = B.trl_config(knobs, generation_steps=3, seed=0, output_dir=str(tmp_path), **extra)
+    args = B.trl_config(book_config(max_steps=3, **changes), output_dir=str(tmp_path))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         trainer = B.make_trainer(start, train, args, loss_checks=args.max_steps)
@@ -174,13 +178,13 @@ def test_grpo_loss_gives_trls_loss_and_gradient(changes, warm, tmp_path):
         assert trainer.ref_model.dtype == torch.float64
     assert max(c.loss_diff for c in checks) <= 1e-8
     assert max(c.grad_diff for c in checks) <= 1e-7
-    if "temperature" in extra:  # lengths differ, so the four loss types differ (chapter 13)
+    if "temperature" in changes:  # lengths differ, so the four loss types differ (chapter 13)
         assert min(c.lengths[0] for c in checks) < max(c.lengths[1] for c in checks)
 
 
 def test_per_generation_log_and_held_out(warm, tmp_path):
     start, train, held_out = warm
-    args = B.trl_config(KNOBS, generation_steps=4, seed=0, output_dir=str(tmp_path))
+    args = B.trl_config(book_config(max_steps=4), output_dir=str(tmp_path))
     trainer = B.make_trainer(start, train, args, held_out=held_out, eval_every=2)
     trainer.train()
     log = B.per_generation(trainer.state.log_history, 2)
