@@ -9,6 +9,7 @@ import subprocess
 import sys
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -96,6 +97,8 @@ def test_reward_equals_the_books_checker():
         assert ours == expected.tolist()
         assert 0 < sum(ours) < len(ours)
     assert B.sort_reward(["1 2 3 ="], ["1 2 3"], [[1, 2, 3]], [[1, 2, 3, 11]]) == [0.0]
+    # like tiny_lm.sort_reward, it reads the first 4 tokens only (TRL cuts ids after <eos>)
+    assert B.sort_reward(["1 2 3 ="], ["1 2 3"], [[1, 2, 3, 11, 11]], [[1, 2, 3, 11]]) == [1.0]
 
 
 @pytest.mark.parametrize("per_device", [4, 8, 12, 16, 64])
@@ -111,6 +114,8 @@ def test_batch_arithmetic_is_trls(per_device, steps_per_generation, num_generati
                           steps_per_generation=steps_per_generation)
         return args.generation_batch_size, args.generation_batch_size // num_generations
 
+    if steps_per_generation == 1:  # the default
+        assert B.generation_batch(per_device, 2) == (per_device, per_device // 2)
     try:
         expected = trl()
     except ValueError:
@@ -120,6 +125,15 @@ def test_batch_arithmetic_is_trls(per_device, steps_per_generation, num_generati
     else:
         assert B.generation_batch(per_device, num_generations,
                                   steps_per_generation=steps_per_generation) == expected
+
+
+def test_batch_arithmetic_across_processes():
+    # TRL reads the number of processes from accelerate's launch, not from the config: by hand
+    size, prompts = B.generation_batch(8, 16, steps_per_generation=4, num_processes=4)
+    assert (size, prompts) == (128, 8) and isinstance(prompts, int)
+    assert B.generation_batch(6, 4, num_processes=2) == (12, 3)
+    with pytest.raises(ValueError, match="divisible"):
+        B.generation_batch(6, 4, num_processes=3)
 
 
 def test_config_carries_the_books_knobs_and_counts_optimizer_steps(tmp_path):
@@ -168,14 +182,20 @@ def test_grpo_loss_gives_trls_loss_and_gradient(changes, warm, tmp_path):
     args = B.trl_config(book_config(max_steps=3, **changes), output_dir=str(tmp_path))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        trainer = B.make_trainer(start, train, args, loss_checks=args.max_steps)
+        trainer = B.make_trainer(start, train, args, loss_checks=args.max_steps - 1)
         trainer.train()
     checks = trainer.loss_checks
-    assert len(checks) == args.max_steps
+    assert len(checks) == args.max_steps - 1
     assert all(c.pi_old_given == (args.num_iterations > 1) for c in checks)
+    assert all(1 <= c.lengths[0] <= c.lengths[1] <= T.MAX_COMPLETION_LENGTH for c in checks)
+    # the ratio to pi_old is 1 on a batch's first optimizer step (to float32), moved after it
+    mu = args.num_iterations
+    assert all(c.ratio_dev < 1e-6 for c in checks[::mu])
+    if mu > 1:
+        assert min(c.ratio_dev for i, c in enumerate(checks) if i % mu) > 1e-4
     assert max(c.grad_max for c in checks) > 1e-3  # a real gradient, not a dead batch
-    if args.beta:
-        assert trainer.ref_model.dtype == torch.float64
+    if args.beta:  # pi_ref: the warm start, saved for TRL's from_pretrained, in float64
+        assert trainer.ref_model.dtype == torch.float64 and (tmp_path / "pi_ref").is_dir()
     assert max(c.loss_diff for c in checks) <= 1e-8
     assert max(c.grad_diff for c in checks) <= 1e-7
     if "temperature" in changes:  # lengths differ, so the four loss types differ (chapter 13)
@@ -184,14 +204,20 @@ def test_grpo_loss_gives_trls_loss_and_gradient(changes, warm, tmp_path):
 
 def test_per_generation_log_and_held_out(warm, tmp_path):
     start, train, held_out = warm
-    args = B.trl_config(book_config(max_steps=4), output_dir=str(tmp_path))
-    trainer = B.make_trainer(start, train, args, held_out=held_out, eval_every=2)
+    args = B.trl_config(book_config(max_steps=40), output_dir=str(tmp_path))
+    trainer = B.make_trainer(start, train, args, held_out=held_out)  # every 20 batches
     trainer.train()
+    assert trainer.loss_checks == [] and not (tmp_path / "pi_ref").exists()  # beta = 0
     log = B.per_generation(trainer.state.log_history, 2)
-    assert all(v.shape == (4,) for v in log.values())
+    assert all(v.shape == (40,) for v in log.values())
     rows = [r for r in trainer.state.log_history if "loss" in r]
     assert log["reward"][1] == rows[2]["reward"] and "reward" not in rows[1]
-    assert [s for s, _ in trainer.held_out] == [0, 2, 4]
+    assert log["entropy"][0] == rows[1]["entropy"]  # the batch's last optimizer step
+    clip = np.array([r["clip_ratio/region_mean"] for r in rows]).reshape(40, 2)
+    np.testing.assert_allclose(log["clip_ratio/region_mean"], clip.mean(1), rtol=1e-12)
+    assert clip[:, 1].max() > 0  # the second step on a batch clips now and then
+    assert [s for s, _ in trainer.held_out] == [0, 20, 40]
+    assert all(isinstance(s, int) for s, _ in trainer.held_out)
     assert trainer.held_out[0][1] == pytest.approx(T.pass_at_1(start, held_out), abs=1e-12)
     with pytest.raises(ValueError, match="whole batches"):
         B.per_generation(trainer.state.log_history, 3)
