@@ -1,7 +1,6 @@
 """GRPOConfig: TRL 1.16's names and defaults, one validation, the bridge to trl.GRPOConfig."""
 
 import dataclasses
-import re
 import tempfile
 import warnings
 from pathlib import Path
@@ -33,12 +32,50 @@ def test_cited_lines_define_the_field():
     lines = TRL_SRC.read_text().splitlines()
     for f in dataclasses.fields(gc.GRPOConfig):
         src = f.metadata["source"]
-        assert f.metadata["help"] and isinstance(f.metadata["chapter"], int)
+        assert f.metadata["help"] and f.metadata["chapters"]
+        assert all(isinstance(c, int) and 1 <= c <= 17 for c in f.metadata["chapters"])
         if f.metadata["trl"] is None:
             assert src == "book only"
         elif src.startswith("trl/trainer/grpo_config.py"):
-            n = int(re.search(r"line (\d+)", src).group(1))
+            n = f.metadata["line"]
+            assert f"line {n}" in src
             assert lines[n - 1].startswith(f"    {f.name}:"), (f.name, lines[n - 1])
+
+
+def test_cited_training_arguments_lines_define_the_field():
+    """The TrainingArguments fields cite the line of transformers' training_args.py."""
+    transformers = pytest.importorskip("transformers")
+    src = Path(transformers.__file__).parent / "training_args.py"
+    lines = src.read_text().splitlines()
+    cited = [f for f in dataclasses.fields(gc.GRPOConfig)
+             if "TrainingArguments" in f.metadata["source"]]
+    assert {f.name for f in cited} == {"per_device_train_batch_size", "max_steps", "adam_beta2",
+                                      "seed"}
+    for f in cited:
+        assert lines[f.metadata["line"] - 1].startswith(f"    {f.name}:"), f.name
+
+
+# The chapters each knob's row of the tables in chapters 9 and 15 names (pinned: the tables are
+# generated from this metadata, so a change here is a change of the book's text).
+CHAPTERS = {
+    "num_generations": (3, 5, 11), "per_device_train_batch_size": (9, 15), "max_steps": (4,),
+    "learning_rate": (4, 10, 15), "adam_beta2": (4, 14), "seed": (15,), "beta": (6, 12),
+    "num_iterations": (10,), "epsilon": (10,), "epsilon_high": (10,), "loss_type": (13,),
+    "importance_sampling_level": (13,), "scale_rewards": (7, 11, 14),
+    "use_bias_correction_kl": (12,), "max_completion_length": (13,),
+    "mask_truncated_completions": (13,), "temperature": (15,), "sync_ref_model": (6, 9),
+    "ref_model_sync_steps": (6, 9), "ref_model_mixup_alpha": (6, 9), "kind": (2, 3, 7),
+    "kl_estimator": (6, 12), "kl_in": (6, 9), "dynamic_sampling": (11,), "max_redraws": (11,),
+    "use_critic": (4, 8), "train_critic": (4, 8), "critic_lr": (4,), "critic_seed": (4,),
+    "float32_advantages": (3, 12)}
+
+
+def test_each_knob_names_the_chapters_that_teach_it():
+    assert {f.name: f.metadata["chapters"] for f in dataclasses.fields(gc.GRPOConfig)} == CHAPTERS
+    book = Path(__file__).parents[1] / "book"
+    for chapters in CHAPTERS.values():  # every chapter named exists
+        for c in chapters:
+            assert list(book.glob(f"{c:02d}_*.ipynb")), c
 
 
 def test_trl_kwargs_build_a_trl_config_that_trains_as_the_book():
@@ -57,6 +94,7 @@ def test_trl_kwargs_build_a_trl_config_that_trains_as_the_book():
     assert t.lr_scheduler_type == "constant" and t.max_grad_norm == 0.0 and t.bf16 is False
     assert t.gradient_checkpointing is False and t.activation_checkpointing is False
     assert t.steps_per_generation == 1 and t.generation_batch_size == 64
+    assert t.gradient_accumulation_steps == 1
     assert t.logging_steps == 1 and t.save_strategy == "no" and t.use_cpu is True
     assert t.weight_decay == 0.0 and t.optim == "adamw_torch"
     # without the overrides TRL would differ on each of them
@@ -141,6 +179,8 @@ def test_valid_corners_are_accepted():
                   {"num_generations": 1, "kind": "group", "scale_rewards": None,
                    "per_device_train_batch_size": None},
                   {"num_generations": 2, "per_device_train_batch_size": 2},
+                  {"num_generations": 1, "kind": "group", "scale_rewards": None,
+                   "per_device_train_batch_size": 1},
                   {"max_completion_length": 1, "ref_model_sync_steps": 1, "num_iterations": 1},
                   {"use_critic": True}):
         gc.GRPOConfig(**knobs)
@@ -150,7 +190,12 @@ def test_field_table_rows():
     rows = C.field_table({"learning_rate": 0.05})
     assert [r["name"] for r in rows] == [f.name for f in dataclasses.fields(gc.GRPOConfig)]
     lr = next(r for r in rows if r["name"] == "learning_rate")
-    assert lr["value"] == 0.05 and lr["trl"] == "1e-06" and lr["chapter"] == 4
-    assert "line 423" in lr["source"]
+    assert lr["value"] == 0.05 and lr["trl"] == "1e-06" and lr["chapters"] == (4, 10, 15)
+    assert "line 423" in lr["source"] and lr["line"] == 423
+    book = {r["name"]: r["value"] for r in rows if r["trl"] == "book only"}  # printed in ch. 9
+    assert book == {"kind": None, "kl_estimator": "k3", "kl_in": "loss",
+                    "dynamic_sampling": False, "max_redraws": 8, "use_critic": False,
+                    "train_critic": True, "critic_lr": 0.05, "critic_seed": 0,
+                    "float32_advantages": False}
     kind = next(r for r in rows if r["name"] == "kind")
     assert kind["trl"] == "book only" and kind["value"] is None

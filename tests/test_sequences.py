@@ -324,3 +324,54 @@ def test_chapter_13_checker_accepts_the_solution_and_rejects_dapo(capsys):
     assert gc.exercises.check_aggregation(solution)
     assert not gc.exercises.check_aggregation(token_mean)
     assert "differs" in capsys.readouterr().out
+
+
+def test_world_size_limits_at_their_boundaries():
+    assert sq.make_sequence_world(10, 1).n_tokens == 10  # ten tokens are allowed
+    assert len(sq.make_sequence_world(10, 4).tokens) == 11_111  # <= 100,000 completions
+    with pytest.raises(ValueError, match="too many"):
+        sq.make_sequence_world(11, 1)
+
+
+def test_token_logps_broadcast_leading_run_axes(world):
+    g = torch.Generator().manual_seed(0)
+    logits = world.ref_logits + torch.randn(2, *world.ref_logits.shape, generator=g,
+                                            dtype=torch.float64)  # (2, P, V+1)
+    idx = torch.randint(len(world.tokens), (2, 5), generator=g)  # (2, B)
+    both = sq.token_logps(world, logits, idx)  # (2, 5, L)
+    shared = sq.token_logps(world, world.ref_logits, idx)  # one policy, two index rows
+    for r in range(2):
+        assert torch.allclose(both[r], sq.token_logps(world, logits[r])[idx[r]], atol=1e-12)
+        assert torch.allclose(shared[r], sq.token_logps(world, world.ref_logits)[idx[r]],
+                              atol=1e-12)
+
+
+def test_exact_stats_lengths_against_the_enumeration(world):
+    logits = random_logits(world, 2, 0.7)
+    stats = sq.exact_stats(world, logits)
+    no_punishment = sq.exact_stats(world, logits, 0)  # the default: no overlong punishment
+    assert all(np.array_equal(stats[k], no_punishment[k]) for k in stats)
+    p = sq.sequence_probs(world, logits).numpy()
+    c, length = world.correct.astype(float), world.length
+    want_c = sum(p[n] * length[n] for n in range(len(p)) if c[n]) / p[c == 1].sum()
+    want_w = sum(p[n] * length[n] for n in range(len(p)) if not c[n]) / p[c == 0].sum()
+    assert float(stats["length_correct"]) == pytest.approx(want_c, rel=1e-10)
+    assert float(stats["length_wrong"]) == pytest.approx(want_w, rel=1e-10)
+
+
+def test_smallest_batches_and_groups_are_accepted(world):
+    batch = sq.sample_batch(world, world.ref_logits, 1, torch.Generator().manual_seed(0))
+    assert batch.idx.shape[-1] == 1
+    out = sq.train_sequences(world, [0], max_steps=5, num_generations=2, record_every=2)
+    np.testing.assert_array_equal(out["steps"], [0, 2, 4, 5])  # and always the last step
+
+
+def test_train_sequences_defaults_are_the_token_worlds(world):
+    """300 steps at learning rate 0.02 unless told (TRL's own defaults are for LLMs)."""
+    ours = sq.train_sequences(world, [1], record_every=100)
+    explicit = sq.train_sequences(world, [1], record_every=100, max_steps=300,
+                                  learning_rate=0.02, num_generations=8)
+    np.testing.assert_array_equal(ours["steps"], [0, 100, 200, 300])
+    assert torch.equal(ours["logits"], explicit["logits"])
+    other = sq.train_sequences(world, [1], record_every=100, max_steps=300, learning_rate=0.03)
+    assert not torch.equal(ours["logits"], other["logits"])
