@@ -318,3 +318,51 @@ def check_sapo_surrogate(user_fn: Callable) -> bool:
     return check(user_fn, reference, trials, name="sapo_surrogate", rtol=1e-6, atol=1e-9,
                  hint="the temperature per sequence is torch.where(A > 0, tau_pos, tau_neg); "
                       "the gate 4 / tau * sigmoid(tau * (ratio - 1)) has slope 1 at ratio 1")
+
+
+# --- chapter 16 (TRL) ---
+
+def _trl_reward_trials(n: int = 6, seed: int = 16):
+    """Batches as TRL hands them to a reward function, for the sort task: prompt texts, decoded
+    completions (``<eos>`` dropped, as TRL's skip_special_tokens does) and completion ids up to
+    and including the first ``<eos>``: right answers, wrong orders, truncated ones."""
+    from . import tiny_lm as T
+    from . import trl_bridge
+
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        prompts = torch.as_tensor(rng.integers(0, 10, (8, 3)))
+        prompts = torch.cat([prompts, torch.full((8, 1), T.SEP)], 1)
+        right = T.answers(prompts).tolist()
+        ids = []
+        for p, a in zip(prompts.tolist(), right, strict=True):
+            kind = rng.integers(4)
+            if kind == 0:
+                ids.append(a)  # right
+            elif kind == 1:
+                ids.append(p[:3] + [T.EOS])  # copied unsorted (right if already sorted)
+            elif kind == 2:
+                ids.append(a[:3] + [int(rng.integers(10)), int(rng.integers(10))])  # no <eos>
+            else:
+                ids.append(list(rng.permutation(a[:3])) + [T.EOS])
+        ids = [[int(t) for t in row] for row in ids]
+        texts = [" ".join(trl_bridge.TEXT[t] for t in row if t != T.EOS) for row in ids]
+        yield (), {"prompts": trl_bridge.prompt_text(prompts), "completions": texts,
+                   "completion_ids": ids, "trainer_state": None}
+
+
+def check_trl_reward(user_fn: Callable) -> bool:
+    """Chapter 16: a reward function with TRL's signature, ``(prompts, completions,
+    completion_ids, **kwargs) -> list[float]``, for a dataset with only a ``"prompt"`` column: 1.0
+    where the completion's ids are the prompt's digits sorted, then ``<eos>`` (11)."""
+    from . import tiny_lm as T
+    from . import trl_bridge
+
+    def reference(prompts, completions, completion_ids, **kwargs):
+        digits = torch.tensor([[int(d) for d in p.split()[:3]] for p in prompts])
+        answer = T.answers(torch.cat([digits, torch.full_like(digits[:, :1], T.SEP)], 1))
+        return trl_bridge.sort_reward(prompts, completions, completion_ids, answer.tolist())
+
+    return check(user_fn, reference, _trl_reward_trials(), name="trl reward",
+                 hint="compare completion_ids[:4] with the prompt's digits sorted, then 11: "
+                      "the decoded text has no <eos>, so a text check also passes '1 2 3 4 5'")
