@@ -188,3 +188,27 @@ def test_colab_cell_installs_this_repository_without_dependencies(run_notebooks)
     assert f'"grpo-core @ git+{repo["url"]}@{repo["branch"]}"' in source
     assert 'if importlib.util.find_spec("grpo_core") is None:' in source
     assert "--no-deps" in source
+
+
+def test_refresh_first_cell_rewrites_that_cell_alone_and_runs_nothing(
+    tmp_path, run_notebooks, capsys
+):
+    path = tmp_path / "stale.ipynb"
+    write_notebook(path, "print('stale first cell')", "1 / 0")  # 1 / 0: nothing may execute
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[0].id = run_notebooks.COLAB_CELL_ID
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="kept as it was\n")]
+    nbformat.write(nb, path)
+    before = nbformat.read(path, as_version=4)
+
+    assert run_notebooks.main(["--refresh-first-cell", str(path)]) == 0
+    after = nbformat.read(path, as_version=4)
+    assert after.cells[0].source == run_notebooks.colab_cell_source()
+    assert after.cells[0].metadata == {"tags": ["remove-cell"]}
+    assert after.cells[1:] == before.cells[1:]
+    assert after.metadata == before.metadata
+    assert "first cell updated" in capsys.readouterr().out
+    first = path.read_text(encoding="utf-8")
+    assert run_notebooks.main(["--refresh-first-cell", str(path)]) == 0
+    assert path.read_text(encoding="utf-8") == first
+    assert "first cell unchanged" in capsys.readouterr().out
