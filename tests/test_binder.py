@@ -201,3 +201,23 @@ def test_constraints_freeze_agrees_with_the_pins(root_reqs):
         assert name in frozen["pins"], f"constraints.txt lacks {name}"
         assert frozen["pins"][name].specifier == req.specifier, (
             f"{name}: requirements.txt {req}, constraints.txt {frozen['pins'][name]}")
+
+
+def test_binder_start_gives_every_kernel_one_thread_and_avx2_kernels():
+    """binder/start (repo2docker's entrypoint hook) exports the tests' thread count and torch
+    kernels, then runs the server it was given: run it here on `env`."""
+    import os
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import run_notebooks
+
+    start = BINDER / "start"
+    assert start.stat().st_mode & 0o111, "binder/start must be executable"
+    keys = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILITY")
+    env = {k: v for k, v in os.environ.items() if k not in keys}
+    out = subprocess.run([str(start), "env"], env=env, capture_output=True, text=True,
+                         check=True, timeout=30).stdout
+    got = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    assert {k: got.get(k) for k in keys} == {k: run_notebooks.DETERMINISTIC_ENV[k] for k in keys}
