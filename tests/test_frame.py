@@ -14,12 +14,16 @@ from nbval.plugin import get_sanitize_patterns
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
 
-# The README's two set-up commands; .ci/run runs the test command exactly as written.
-INSTALL_AND_BUILD = (
-    "python3.11 -m venv .venv && .venv/bin/pip install -r requirements.txt -c constraints.txt"
-    " --extra-index-url https://download.pytorch.org/whl/cpu"
-    " && .venv/bin/jupyter-book build . -W -n --keep-going"
-)
+# The README's set-up commands; .ci/run runs the test command exactly as written. torch comes
+# alone from PyTorch's CPU index (--index-url: that index for torch only, never for the rest,
+# and a blocked host fails fast: 2 retries, 15 s timeout), then the rest from the default index.
+INSTALL_AND_BUILD = [
+    "python3.11 -m venv .venv",
+    ".venv/bin/pip install --retries 2 --timeout 15 --no-deps torch==2.13.0"
+    " --index-url https://download.pytorch.org/whl/cpu",
+    ".venv/bin/pip install -r requirements.txt -c constraints.txt",
+    ".venv/bin/jupyter-book build . -W -n --keep-going",
+]
 TEST_COMMAND = ".venv/bin/python -m pytest"
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -106,7 +110,13 @@ def test_stored_notebooks_are_valid_and_carry_no_widget_state():
 
 def test_readme_holds_the_two_setup_commands_and_ci_runs_the_test_command():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert INSTALL_AND_BUILD in readme.splitlines()
+    lines = readme.splitlines()
+    i = lines.index(INSTALL_AND_BUILD[0])
+    assert lines[i:i + len(INSTALL_AND_BUILD)] == INSTALL_AND_BUILD
+    assert lines[i - 1] == "```bash" and lines[i + len(INSTALL_AND_BUILD)] == "```"
+    pins = (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    torch_pin = next(p for p in pins if p.startswith("torch=="))
+    assert f" {torch_pin} " in INSTALL_AND_BUILD[1]  # the README installs the pinned torch
     assert TEST_COMMAND in readme.splitlines()
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert any(line.strip() == TEST_COMMAND for line in ci.splitlines())
