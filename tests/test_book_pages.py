@@ -20,8 +20,10 @@ SEARCH_ICON = """<button class="btn btn-sm pst-navbar-icon search-button search-
 pst-js-only" title="Search" aria-label="Search" data-bs-placement="bottom">"""
 THEME = """<button class="btn btn-sm nav-link pst-navbar-icon theme-switch-button pst-js-only" \
 aria-label="Color mode" data-bs-title="Color mode"  data-bs-placement="bottom">
-  <i class="theme-switch fa-solid fa-sun                fa-lg" data-mode="light" title="Light"></i>
-  <i class="theme-switch fa-solid fa-moon               fa-lg" data-mode="dark"  title="Dark"></i>"""
+  <i class="theme-switch fa-solid fa-sun                fa-lg" data-mode="light" \
+title="Light"></i>
+  <i class="theme-switch fa-solid fa-moon               fa-lg" data-mode="dark"  \
+title="Dark"></i>"""
 
 
 @pytest.fixture(scope="module")
