@@ -84,6 +84,16 @@ def _readable_dpi(fig, dpi: float) -> tuple[float, float | None]:
 
 
 def _png(fig, dpi: float) -> bytes:
+    """:func:`_draw_png`, leaving the figure's own dpi as it was (its text repr, e.g.
+    ``<Figure size 560x288 with 1 Axes>``, is a stored output that nbval compares)."""
+    own = fig.dpi
+    try:
+        return _draw_png(fig, dpi)
+    finally:
+        fig.set_dpi(own)
+
+
+def _draw_png(fig, dpi: float) -> bytes:
     """The figure as a 256-colour palette PNG (about a third of the RGBA bytes; every frame is
     inlined in the page), for slider frames and, after :func:`book_style`, every inline figure.
 

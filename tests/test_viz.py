@@ -185,3 +185,13 @@ def test_no_text_below_8_px_in_a_frame(legend_pt, dpi):
     px = _text_px(png)
     assert px >= viz.MIN_TEXT_PX - 1e-9
     assert px == pytest.approx(max(legend_pt * dpi / 72, viz.MIN_TEXT_PX), abs=0.01)
+
+
+def test_a_raised_dpi_leaves_the_figures_own_dpi_and_repr():
+    viz.book_style()
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.legend(handles=ax.plot([0, 1], label="x"), fontsize=6)
+    before = repr(fig)
+    viz._inline_png(fig)
+    assert repr(fig) == before and fig.dpi == 80
+    plt.close(fig)
