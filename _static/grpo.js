@@ -5,3 +5,23 @@ document.addEventListener("click", function (event) {
   if (!img || !window.matchMedia("(max-width: 640px)").matches) { return; }
   img.closest("div.cell_output").classList.toggle("grpo-fit");
 });
+
+// An output box that scrolls sideways (at phone width a figure is shown at its own size, wider
+// than the column) can be scrolled from the keyboard: it takes the focus (WCAG 2.1.1; axe-core's
+// scrollable-region-focusable). Checked again once images have loaded and on every resize.
+function grpoFocusableScrollers() {
+  document.querySelectorAll("div.cell_output").forEach(function (box, i) {
+    if (box.scrollWidth > box.clientWidth + 1) {
+      box.tabIndex = 0;
+      box.setAttribute("role", "region");  // a focusable element needs a role and a unique name
+      box.setAttribute("aria-label", "cell output " + (i + 1) + ", scrolls sideways");
+      box.dataset.grpoScrolls = "1";
+    } else if (box.dataset.grpoScrolls) {
+      ["tabindex", "role", "aria-label", "data-grpo-scrolls"].forEach(function (a) {
+        box.removeAttribute(a);
+      });
+    }
+  });
+}
+window.addEventListener("load", grpoFocusableScrollers);
+window.addEventListener("resize", grpoFocusableScrollers);

@@ -84,6 +84,7 @@ def sample_group(
     """
     G = check_int(G, "G", 1)
     rng = check_rng(rng)
+    logits = check_array(logits, "logits")
     probs = softmax(logits)
     if probs.ndim != 2:
         raise ValueError(f"logits must have shape (P, A), got {probs.shape}")

@@ -14,7 +14,8 @@ is configured to pick the HTML. The static HTML contract, which ``tools/browser_
 verifies in Chromium::
 
     <div class="grpo-slider" id="grpo-slider-NAME" data-params="G;beta">
-      <input type="range" class="grpo-slider-input" data-param="G" data-labels='["1", "2"]'>
+      <input type="range" class="grpo-slider-input" data-param="G" data-labels='["1", "2"]'
+       disabled>  (enabled by the inline script when it runs)
       <output class="grpo-slider-value" data-param="G">2</output>
       <img class="grpo-slider-frame" data-key="G=2;beta=0.1" alt="...">  (one per frame;
       all but the current one are hidden)
@@ -58,7 +59,41 @@ def _ink_box(rgba: np.ndarray, background: np.ndarray) -> tuple[int, int, int, i
     return int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1
 
 
+MIN_TEXT_PX = 8  # the smallest text a figure may show, in image pixels (CSS px at its own size)
+TEXT_PX_KEY = "grpo-min-text-px"  # PNG text chunk: the smallest text of the image, in its pixels
+
+
+def _smallest_text_pt(fig) -> float | None:
+    """The size in points of the smallest visible, non-empty text of ``fig`` (None if none)."""
+    from matplotlib.text import Text
+
+    sizes = [t.get_fontsize() for t in fig.findobj(Text)
+             if t.get_visible() and t.get_text().strip() and t.get_figure() is fig]
+    return min(sizes) if sizes else None
+
+
+def _readable_dpi(fig, dpi: float) -> tuple[float, float | None]:
+    """``(dpi', px)``: ``dpi`` raised so that the smallest text of ``fig`` is at least
+    MIN_TEXT_PX pixels high (a 7-pt legend at 72 dpi is 7 px: drawn at 82.3 dpi it is 8), and that
+    text's height in pixels at ``dpi'`` (None: no text)."""
+    pt = _smallest_text_pt(fig)
+    if pt is None:
+        return dpi, None
+    dpi = max(float(dpi), MIN_TEXT_PX * 72 / pt)
+    return dpi, pt * dpi / 72
+
+
 def _png(fig, dpi: float) -> bytes:
+    """:func:`_draw_png`, leaving the figure's own dpi as it was (its text repr, e.g.
+    ``<Figure size 560x288 with 1 Axes>``, is a stored output that nbval compares)."""
+    own = fig.dpi
+    try:
+        return _draw_png(fig, dpi)
+    finally:
+        fig.set_dpi(own)
+
+
+def _draw_png(fig, dpi: float) -> bytes:
     """The figure as a 256-colour palette PNG (about a third of the RGBA bytes; every frame is
     inlined in the page), for slider frames and, after :func:`book_style`, every inline figure.
 
@@ -71,8 +106,11 @@ def _png(fig, dpi: float) -> bytes:
     reduced by PIL's maximum coverage (half median cut's time here, white stays exactly white,
     no channel off by more than 2; fast octree is faster but turns white into 254)."""
     import matplotlib as mpl
-    from PIL import Image
+    from PIL import Image, PngImagePlugin
 
+    # no text below MIN_TEXT_PX: a higher dpi where a figure's smallest font needs it; the size
+    # reached is stored in the PNG for tools/browser_check.py, which checks it as shown
+    dpi, text_px = _readable_dpi(fig, dpi)
     image, bbox_inches = None, None  # None: savefig.bbox decides
     if hasattr(fig.canvas, "buffer_rgba"):  # Agg (the inline backend): one draw
         fig.set_dpi(dpi)
@@ -108,7 +146,10 @@ def _png(fig, dpi: float) -> bytes:
                     bbox_inches=bbox_inches)
         image = Image.open(buf).convert("RGB")
     out = io.BytesIO()
-    image.quantize(256, method=Image.Quantize.MAXCOVERAGE).save(out, "PNG")
+    info = PngImagePlugin.PngInfo()
+    if text_px is not None:
+        info.add_text(TEXT_PX_KEY, f"{text_px:.2f}")
+    image.quantize(256, method=Image.Quantize.MAXCOVERAGE).save(out, "PNG", pnginfo=info)
     return out.getvalue()
 
 
@@ -150,7 +191,11 @@ class SliderView:
         return self.key({p: self.labels[p][self.params[p].index(values[p])] for p in self.params})
 
     def html(self) -> str:
-        """The kernel-free slider: range inputs, value read-outs, frames, inline JavaScript."""
+        """The kernel-free slider: range inputs, value read-outs, frames, inline JavaScript.
+
+        The inputs are ``disabled`` until the inline script runs and enables them: where the
+        script is dropped (an untrusted notebook in JupyterLab shows the HTML sanitized), the
+        slider is inert, not a slider that moves and changes nothing."""
         dom_id = f"grpo-slider-{self.name}"
         parts = [f'<div class="grpo-slider" id="{dom_id}" '
                  f'data-params="{html.escape(";".join(self.params))}">']
@@ -160,7 +205,7 @@ class SliderView:
             parts.append(
                 f'<label style="display:block;margin:0.2em 0">{html.escape(p)} '
                 f'<input type="range" class="grpo-slider-input" data-param="{html.escape(p)}" '
-                f'min="0" max="{len(values) - 1}" step="1" value="{i0}" '
+                f'min="0" max="{len(values) - 1}" step="1" value="{i0}" disabled '
                 f'aria-valuetext="{html.escape(f"{p} = {self.labels[p][i0]}", quote=True)}" '
                 f'data-labels="{labels}" style="width:16em;vertical-align:middle"> '
                 f'<output class="grpo-slider-value" data-param="{html.escape(p)}">'
@@ -238,7 +283,10 @@ _SCRIPT = """<script>
     var key = parts.join(";");
     frames.forEach(function (f) { f.hidden = f.dataset.key !== key; });
   }
-  inputs.forEach(function (inp) { inp.addEventListener("input", update); });
+  inputs.forEach(function (inp) {
+    inp.addEventListener("input", update);
+    inp.disabled = false;
+  });
   update();
 })();
 </script>"""
@@ -257,8 +305,8 @@ def slider(name: str, params: Mapping[str, Sequence[Any]], draw: Callable[..., A
         initial: the starting value of each parameter (default: the first value).
         fmt: optional format string per parameter for its display label, e.g. ``"{:.2f}"``.
         dpi: resolution of the static frames (kept modest: every frame is in the notebook;
-            at 72, 8-pt legend text is 8 px high where a phone shows frames at their own
-            size, _static/grpo.css).
+            at 72, 8-pt legend text is 8 px high). Raised where a frame's smallest text would
+            be below MIN_TEXT_PX pixels.
         alt: what the figure shows, for the frames' alt text.
 
     Returns:

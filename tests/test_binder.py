@@ -171,14 +171,20 @@ def test_launch_buttons_open_jupyterlab_on_binder_without_thebe():
     assert repo.get("branch"), repo
 
 
-@pytest.mark.parametrize("page", ["README.md", "book/intro.md"])
-def test_binder_badge_opens_chapter_1_of_this_repository(page):
+@pytest.mark.parametrize("page, image", [
+    ("README.md", "[![Binder](https://mybinder.org/badge_logo.svg)]"),
+    # the site loads nothing from other hosts: the book's badge is served from _static/
+    ("book/intro.md", "[![Launch Binder](../_static/binder-badge.svg)]"),
+])
+def test_binder_badge_opens_chapter_1_of_this_repository(page, image):
     """The "Run it live" badge points at the repository and branch of _config.yml."""
     repo = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]
     owner_name = repo["url"].removeprefix("https://github.com/").strip("/")
     target = "book/01_toy_world.ipynb"
-    badge = (f"[![Binder](https://mybinder.org/badge_logo.svg)](https://mybinder.org/v2/gh/"
+    badge = (f"{image}(https://mybinder.org/v2/gh/"
              f"{owner_name}/{repo['branch']}?urlpath=lab/tree/{target})")
+    if page.startswith("book/"):
+        assert (ROOT / page).parent.joinpath(image.split("(")[1].rstrip(")]")).is_file()
     text = (ROOT / page).read_text(encoding="utf-8")
     assert badge in text, f"{page}: expected the Binder badge {badge}"
 
@@ -201,3 +207,23 @@ def test_constraints_freeze_agrees_with_the_pins(root_reqs):
         assert name in frozen["pins"], f"constraints.txt lacks {name}"
         assert frozen["pins"][name].specifier == req.specifier, (
             f"{name}: requirements.txt {req}, constraints.txt {frozen['pins'][name]}")
+
+
+def test_binder_start_gives_every_kernel_one_thread_and_avx2_kernels():
+    """binder/start (repo2docker's entrypoint hook) exports the tests' thread count and torch
+    kernels, then runs the server it was given: run it here on `env`."""
+    import os
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import run_notebooks
+
+    start = BINDER / "start"
+    assert start.stat().st_mode & 0o111, "binder/start must be executable"
+    keys = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILITY")
+    env = {k: v for k, v in os.environ.items() if k not in keys}
+    out = subprocess.run([str(start), "env"], env=env, capture_output=True, text=True,
+                         check=True, timeout=30).stdout
+    got = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    assert {k: got.get(k) for k in keys} == {k: run_notebooks.DETERMINISTIC_ENV[k] for k in keys}

@@ -54,3 +54,26 @@ def test_width_below_a_phone_is_refused(bc):
 def test_phone_width_checks_are_set_for_a_390_px_window(bc):
     assert 390 <= bc.PHONE_WIDTH < bc.VIEWPORT["width"]
     assert 0.5 < bc.MIN_PHONE_SCALE <= 1.0
+
+
+def test_png_text_reads_the_text_size_grpo_core_records(bc):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from grpo_core import viz
+
+    fig, ax = plt.subplots(figsize=(2, 1.5))
+    ax.set_title("t", fontsize=6)
+    png = viz._png(fig, 72)
+    plt.close(fig)
+    assert bc.TEXT_PX_KEY == viz.TEXT_PX_KEY and bc.MIN_TEXT_PX == viz.MIN_TEXT_PX
+    assert float(bc.png_text(png)[bc.TEXT_PX_KEY]) == pytest.approx(8.0)
+    assert bc.png_text(png[:8]) == {}
+
+
+def test_axe_fails_on_serious_and_critical_only_and_upstream_is_narrow(bc):
+    assert bc.AXE_FAILING_IMPACTS == ("serious", "critical")
+    for rule, rx, why in bc.AXE_UPSTREAM:  # each entry names one rule and a specific selector
+        assert rule and why and rx not in ("", ".*", ".")

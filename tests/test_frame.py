@@ -14,12 +14,16 @@ from nbval.plugin import get_sanitize_patterns
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
 
-# The README's two set-up commands; .ci/run runs the test command exactly as written.
-INSTALL_AND_BUILD = (
-    "python3.11 -m venv .venv && .venv/bin/pip install -r requirements.txt -c constraints.txt"
-    " --extra-index-url https://download.pytorch.org/whl/cpu"
-    " && .venv/bin/jupyter-book build . -W -n --keep-going"
-)
+# The README's set-up commands; .ci/run runs the test command exactly as written. torch comes
+# alone from PyTorch's CPU index (--index-url: that index for torch only, never for the rest,
+# and a blocked host fails fast: 2 retries, 15 s timeout), then the rest from the default index.
+INSTALL_AND_BUILD = [
+    "python3.11 -m venv .venv",
+    ".venv/bin/pip install --retries 2 --timeout 15 --no-deps torch==2.13.0"
+    " --index-url https://download.pytorch.org/whl/cpu",
+    ".venv/bin/pip install -r requirements.txt -c constraints.txt",
+    ".venv/bin/jupyter-book build . -W -n --keep-going",
+]
 TEST_COMMAND = ".venv/bin/python -m pytest"
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -109,7 +113,13 @@ def test_stored_notebooks_are_valid_and_carry_no_widget_state():
 
 def test_readme_holds_the_two_setup_commands_and_ci_runs_the_test_command():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert INSTALL_AND_BUILD in readme.splitlines()
+    lines = readme.splitlines()
+    i = lines.index(INSTALL_AND_BUILD[0])
+    assert lines[i:i + len(INSTALL_AND_BUILD)] == INSTALL_AND_BUILD
+    assert lines[i - 1] == "```bash" and lines[i + len(INSTALL_AND_BUILD)] == "```"
+    pins = (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    torch_pin = next(p for p in pins if p.startswith("torch=="))
+    assert f" {torch_pin} " in INSTALL_AND_BUILD[1]  # the README installs the pinned torch
     assert TEST_COMMAND in readme.splitlines()
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert any(line.strip() == TEST_COMMAND for line in ci.splitlines())
@@ -191,3 +201,27 @@ def test_colab_cell_installs_this_repository_without_dependencies(run_notebooks)
     assert f'"grpo-core @ git+{repo["url"]}@{repo["branch"]}"' in source
     assert 'if importlib.util.find_spec("grpo_core") is None:' in source
     assert "--no-deps" in source
+
+
+def test_refresh_first_cell_rewrites_that_cell_alone_and_runs_nothing(
+    tmp_path, run_notebooks, capsys
+):
+    path = tmp_path / "stale.ipynb"
+    write_notebook(path, "print('stale first cell')", "1 / 0")  # 1 / 0: nothing may execute
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[0].id = run_notebooks.COLAB_CELL_ID
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="kept as it was\n")]
+    nbformat.write(nb, path)
+    before = nbformat.read(path, as_version=4)
+
+    assert run_notebooks.main(["--refresh-first-cell", str(path)]) == 0
+    after = nbformat.read(path, as_version=4)
+    assert after.cells[0].source == run_notebooks.colab_cell_source()
+    assert after.cells[0].metadata == {"tags": ["remove-cell"]}
+    assert after.cells[1:] == before.cells[1:]
+    assert after.metadata == before.metadata
+    assert "first cell updated" in capsys.readouterr().out
+    first = path.read_text(encoding="utf-8")
+    assert run_notebooks.main(["--refresh-first-cell", str(path)]) == 0
+    assert path.read_text(encoding="utf-8") == first
+    assert "first cell unchanged" in capsys.readouterr().out

@@ -120,13 +120,13 @@ def test_frames_are_cropped_to_the_drawing_in_one_draw():
     ax.legend()
     draws = []
     fig.canvas.mpl_connect("draw_event", lambda _event: draws.append(1))
-    image = _decoded(viz._png(fig, 60))
+    image = _decoded(viz._png(fig, 80))  # 80 dpi: the 8-pt legend needs no higher dpi
     plt.close(fig)
     assert len(draws) == 1, "one draw per frame"
     assert image.mode == "P", "256-colour palette"
     w, h = image.size
-    assert w < 4 * 60 and h < 3 * 60, "the white margin is cropped"
-    pad = round(matplotlib.rcParams["savefig.pad_inches"] * 60)
+    assert w < 4 * 80 and h < 3 * 80, "the white margin is cropped"
+    pad = round(matplotlib.rcParams["savefig.pad_inches"] * 80)
     px = image.convert("RGB").load()
     assert all(px[x, y] == (255, 255, 255) for x in range(w) for y in range(pad - 1)), \
         "savefig.pad_inches of margin is kept"
@@ -154,3 +154,44 @@ def test_inline_figures_use_the_single_draw_png():
     empty = plt.figure()
     assert viz._inline_png(empty) is None, "an empty figure shows nothing, as in IPython"
     plt.close(empty)
+
+
+def test_slider_inputs_are_disabled_until_its_script_enables_them(view):
+    """Without its script (JupyterLab sanitizes an untrusted notebook's HTML) the slider is
+    inert; tools/browser_check.py checks in Chromium that the script enables every input."""
+    html = view.html()
+    inputs = re.findall(r'<input type="range"[^>]*>', html)
+    assert inputs and all(re.search(r"\sdisabled[\s>]", i) for i in inputs)
+    script = html.split("<script>")[1]
+    assert "inp.disabled = false" in script
+
+
+def _text_px(png):
+    return float(_decoded(png).text[viz.TEXT_PX_KEY])
+
+
+@pytest.mark.parametrize("legend_pt, dpi", [(7, 72), (7.5, 60), (8, 72), (10, 80)])
+def test_no_text_below_8_px_in_a_frame(legend_pt, dpi):
+    """A frame's smallest text is at least 8 px high in its own pixels: the dpi is raised where
+    a small font needs it, and the height reached is stored in the PNG (checked as shown, in
+    Chromium, by tools/browser_check.py)."""
+    viz.book_style()
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1], [0, 1], label="a line")
+    ax.legend(fontsize=legend_pt)
+    ax.tick_params(labelsize=max(legend_pt, 9))
+    png = viz._png(fig, dpi)
+    plt.close(fig)
+    px = _text_px(png)
+    assert px >= viz.MIN_TEXT_PX - 1e-9
+    assert px == pytest.approx(max(legend_pt * dpi / 72, viz.MIN_TEXT_PX), abs=0.01)
+
+
+def test_a_raised_dpi_leaves_the_figures_own_dpi_and_repr():
+    viz.book_style()
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.legend(handles=ax.plot([0, 1], label="x"), fontsize=6)
+    before = repr(fig)
+    viz._inline_png(fig)
+    assert repr(fig) == before and fig.dpi == 80
+    plt.close(fig)

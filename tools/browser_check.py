@@ -34,6 +34,15 @@ it to the box and a second tap restore it (_static/grpo.js), and a screenshot of
 widest figure and widest equation is saved (`PAGE-figure.png`, `PAGE-math.png`). Each page's
 line reports the smallest figure scale shown (CSS px per image px).
 
+Accessibility and page hygiene (check_axe, check_hygiene, check_text_size): axe-core (bundled by
+the `axe-playwright-python` package; its experimental rules too, e.g. WCAG 2.5.3's
+`label-content-name-mismatch`) runs on every page and every serious or critical violation fails,
+except the few in AXE_UPSTREAM that come from the theme and that the book cannot fix (listed in
+the README). Every page has a favicon that loads and a meta description, loads nothing from
+another host, and its sliders' inputs were enabled by their script. Every figure made by
+grpo_core.viz records its smallest text in pixels; as shown (a figure wider than the column is
+scaled down) it must be at least MIN_TEXT_PX high.
+
 Requests to any other host are blocked, so the check is the same online and offline. Chromium is
 Debian's (`apt-get install -y chromium`) at /usr/bin/chromium; Playwright never downloads a browser.
 
@@ -76,11 +85,17 @@ DOCS_IMAGES = ROOT / "docs" / "images"
 # JavaScript exceptions that are harmless offline noise from third-party scripts, never from the
 # book's own code. Each entry: (regular expression matched against the message, why it is allowed).
 # Keep this list short and narrow: an exception not matched here fails the check.
-ALLOWED_PAGE_ERRORS: list[tuple[str, str]] = [
-    # jupyter-book's sphinx-thebe writes its inline config script (`const THEBE_JS_URL = ...`)
-    # twice into every page, even with Thebe off; the second `const` throws. Not the book's code.
-    (r"^Identifier 'THEBE_JS_URL' has already been declared$", "sphinx-thebe duplicate const"),
-]
+# (sphinx-thebe's duplicated inline config, which threw on every page, is now written once by
+# docs/sphinx_ext/book_pages.py.)
+ALLOWED_PAGE_ERRORS: list[tuple[str, str]] = []
+
+# axe-core: the impacts that fail the check, and the violations that come from upstream (the
+# theme) and that the book cannot fix: (rule id, regular expression matched against the node's
+# CSS selector, why). The README lists them. Keep this list short and narrow.
+AXE_FAILING_IMPACTS = ("serious", "critical")
+AXE_UPSTREAM: list[tuple[str, str, str]] = []
+MIN_TEXT_PX = 8.0  # grpo_core.viz.MIN_TEXT_PX: the smallest text a figure may show, in CSS px
+TEXT_PX_KEY = "grpo-min-text-px"  # grpo_core.viz.TEXT_PX_KEY
 
 
 @dataclass
@@ -92,6 +107,8 @@ class PageResult:
     values: int = 0
     min_scale: float | None = None  # smallest shown/natural width of a figure
     taps: int = 0  # figures tapped to fit and back (phone width)
+    axe: dict = field(default_factory=dict)  # axe-core rule id -> (impact, nodes, upstream)
+    min_text_px: float | None = None  # smallest figure text as shown, CSS px
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
 
@@ -429,6 +446,161 @@ def phone_screenshots(page, base: str, name: str, out: Path) -> list[Path]:
     return saved
 
 
+# --- accessibility and page hygiene: axe-core, favicon, meta description, no external loads,
+# enabled slider inputs, figure text size as shown ---
+
+JS_AXE_EXPERIMENTAL = "() => axe.getRules(['experimental']).map((r) => r.ruleId)"
+
+
+def _axe_script() -> str:
+    from axe_playwright_python.base import AXE_SCRIPT  # axe.min.js, bundled by the package
+
+    return AXE_SCRIPT
+
+
+def axe_upstream(rule: str, target: str) -> str | None:
+    """Why a violation node is upstream's (AXE_UPSTREAM), or None if the book must fix it."""
+    return next((why for rid, rx, why in AXE_UPSTREAM
+                 if rid == rule and re.search(rx, target)), None)
+
+
+def check_axe(page, result: PageResult) -> None:
+    """axe-core on the page as shown (after MathJax), with its experimental rules on; fail on
+    each serious or critical violation not in AXE_UPSTREAM, naming the rule and the nodes."""
+    page.evaluate(_axe_script())
+    # every experimental rule but css-orientation-lock, which needs axe's stylesheet preload;
+    # the preload (off) asks the server for /basic.css, an @import of the theme's CSS resolved
+    # against the wrong folder: a 404 that would fail the check of missing files
+    experimental = [r for r in page.evaluate(JS_AXE_EXPERIMENTAL) if r != "css-orientation-lock"]
+    options = {"resultTypes": ["violations"], "preload": False,
+               "rules": {rule: {"enabled": True} for rule in experimental}}
+    found = page.evaluate("(options) => axe.run(document, options)", options)
+    for v in found["violations"]:
+        targets = [" ".join(map(str, n["target"])) for n in v["nodes"]]
+        ours = [t for t in targets if axe_upstream(v["id"], t) is None]
+        result.axe[v["id"]] = (v["impact"], len(targets), len(targets) - len(ours))
+        if v["impact"] in AXE_FAILING_IMPACTS and ours:
+            result.fail(f"axe-core {v['id']} ({v['impact']}, {len(ours)} node(s)): {v['help']}: "
+                        + "; ".join(ours[:3]) + (" ..." if len(ours) > 3 else ""))
+
+
+def axe_summary(result: PageResult) -> str:
+    """The page's smallest figure text as shown and its axe-core violations, for its line."""
+    text = (f"  smallest figure text {result.min_text_px:.1f} px"
+            if result.min_text_px is not None else "")
+    if not result.axe:
+        return text + "  axe: 0 violations"
+    return text + "  axe: " + ", ".join(f"{rule} ({impact}, {n}{f', {up} upstream' if up else ''})"
+                                 for rule, (impact, n, up) in sorted(result.axe.items()))
+
+
+def axe_totals(results: list[PageResult]) -> str:
+    rules: dict[str, list[int]] = {}
+    for r in results:
+        for rule, (_impact, n, _up) in r.axe.items():
+            rules.setdefault(rule, []).append(n)
+    if not rules:
+        return f"axe-core: no violations on {len(results)} pages"
+    return "axe-core violations: " + ", ".join(
+        f"{rule} on {len(ns)} page(s), {sum(ns)} node(s)" for rule, ns in sorted(rules.items()))
+
+
+JS_HYGIENE = """() => {
+  const icon = document.querySelector('link[rel~="icon"]');
+  const meta = document.querySelector('meta[name="description"]');
+  const external = [];
+  document.querySelectorAll("img[src], script[src], iframe[src], source[src], "
+      + "link[rel~='stylesheet'][href], link[rel~='icon'][href]").forEach((el) => {
+    const url = el.src || el.href;
+    if (/^https?:/.test(url) && !url.startsWith(location.origin + "/")) { external.push(url); }
+  });
+  const disabled = Array.from(document.querySelectorAll(".grpo-slider input.grpo-slider-input"))
+    .filter((i) => i.disabled).map((i) => i.closest(".grpo-slider").id + " " + i.dataset.param);
+  return {icon: icon ? icon.href : null, description: meta ? meta.content : null,
+          external: external, disabled: disabled};
+}"""
+
+
+def check_hygiene(page, result: PageResult) -> None:
+    """A favicon that loads, a meta description, nothing loaded from another host, and every
+    slider input enabled by its script (grpo_core.viz: disabled in the HTML until it runs)."""
+    h = page.evaluate(JS_HYGIENE)
+    if not h["icon"]:
+        result.fail("no favicon (<link rel=icon>)")
+    else:
+        resp = page.request.get(h["icon"])
+        if not resp.ok:
+            result.fail(f"favicon {h['icon']} did not load (HTTP {resp.status})")
+    if not (h["description"] or "").strip():
+        result.fail("no meta description")
+    for url in h["external"]:
+        result.fail(f"loads from another host: {url}")
+    for what in h["disabled"]:
+        result.fail(f"slider input still disabled (its script did not run): {what}")
+
+
+JS_FIGURES_SHOWN = """() => Array.from(document.querySelectorAll(
+    "article div.cell_output img, article .grpo-slider img.grpo-slider-frame"))
+  .filter((img) => img.naturalWidth > 0 && (img.checkVisibility() || img.closest(".grpo-slider")))
+  .map((img) => {
+    const slider = img.closest(".grpo-slider");
+    // a hidden frame is shown at the width of the visible one of its slider
+    const shownImg = slider && img.hidden
+      ? Array.from(slider.querySelectorAll("img.grpo-slider-frame")).find((f) => !f.hidden)
+      : img;
+    const shown = shownImg && shownImg.checkVisibility()
+      ? shownImg.getBoundingClientRect().width / shownImg.naturalWidth * img.naturalWidth
+      : null;
+    return {src: img.getAttribute("src"), natural: img.naturalWidth, shown: shown,
+            what: img.getAttribute("data-key") || (img.getAttribute("alt") || "").slice(0, 60)};
+  })"""
+
+
+def png_text(data: bytes) -> dict[str, str]:
+    """The tEXt chunks of a PNG."""
+    import struct
+
+    out, i = {}, 8
+    while i + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[i:i + 8])
+        if kind == b"tEXt":
+            key, _, value = data[i + 8:i + 8 + length].partition(b"\0")
+            out[key.decode("latin-1")] = value.decode("latin-1")
+        if kind == b"IEND":
+            break
+        i += 12 + length
+    return out
+
+
+def check_text_size(page, result: PageResult) -> None:
+    """Every figure's smallest text (recorded by grpo_core.viz in the PNG), as shown on the
+    page: at least MIN_TEXT_PX CSS px (a figure wider than the column is scaled down)."""
+    import base64
+    from urllib.parse import urljoin
+
+    cache: dict[str, float | None] = {}
+    for f in page.evaluate(JS_FIGURES_SHOWN):
+        src = f["src"] or ""
+        if src not in cache:
+            if src.startswith("data:image/png;base64,"):
+                data = base64.b64decode(src.split(",", 1)[1])
+            else:
+                resp = page.request.get(urljoin(page.url, src))
+                data = resp.body() if resp.ok else b""
+            px = png_text(data).get(TEXT_PX_KEY)
+            cache[src] = float(px) if px else None
+        px = cache[src]
+        if px is None or f["shown"] is None:
+            continue
+        shown = px * f["shown"] / f["natural"]
+        result.min_text_px = shown if result.min_text_px is None else min(result.min_text_px,
+                                                                          shown)
+        if shown < MIN_TEXT_PX - 0.05:
+            result.fail(f"figure {f['what']!r}: its smallest text is {shown:.1f} px as shown "
+                        f"({px:.1f} px in its {f['natural']} px image, shown "
+                        f"{f['shown']:.0f} px wide): below {MIN_TEXT_PX:.0f} px")
+
+
 def check_page(page, base: str, name: str, errors: list[str], bad_requests: list[str],
                notebook: bool = False, phone: bool = False) -> PageResult:
     result = PageResult(name)
@@ -460,6 +632,9 @@ def check_page(page, base: str, name: str, errors: list[str], bad_requests: list
     check_layout(page, result, phone)
     if phone:
         check_tap_to_fit(page, result)
+    check_axe(page, result)
+    check_hygiene(page, result)
+    check_text_size(page, result)
     dups = page.evaluate(JS_DUPLICATE_IDS)
     if dups:
         result.fail(f"duplicate ids: {', '.join(dups)}")
@@ -563,8 +738,7 @@ def run(book: Path, html: Path, shots: Path, update_docs: bool, width: int = 128
                     errors.append(message + (f" [{stack[1].strip()}]" if len(stack) > 1 else ""))
 
             def on_response(resp) -> None:
-                if resp.url.startswith(base) and resp.status >= 400 \
-                        and not resp.url.endswith("/favicon.ico"):
+                if resp.url.startswith(base) and resp.status >= 400:
                     bad_requests.append(f"{resp.url[len(base):]} (HTTP {resp.status})")
 
             page.on("pageerror", on_error)
@@ -577,6 +751,7 @@ def run(book: Path, html: Path, shots: Path, update_docs: bool, width: int = 128
                 extra = f"  + {result.external} external image(s)" if result.external else ""
                 if result.min_scale is not None:
                     extra += f"  smallest figure scale {result.min_scale:.2f}"
+                extra += axe_summary(result)
                 print(f"{status} {name:40} images {result.images:3}  sliders {result.sliders:2}"
                       f"  values checked {result.values:3}  ({result.seconds:.1f} s){extra}",
                       flush=True)
@@ -617,6 +792,7 @@ def run(book: Path, html: Path, shots: Path, update_docs: bool, width: int = 128
     hosts = sorted({re.sub(r"^(\w+://[^/]+).*", r"\1", u) for u in blocked})
     if hosts:
         print(f"blocked {len(blocked)} request(s) to other hosts: {', '.join(hosts)}")
+    print(axe_totals(results))
     n_failed = sum(1 for r in results if r.failures)
     print(f"{sum(r.images for r in results)} images, {sum(r.sliders for r in results)} sliders, "
           f"{sum(r.values for r in results)} slider values checked on {len(results)} pages "

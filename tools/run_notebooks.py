@@ -4,6 +4,7 @@ This is the only way stored outputs are made: never by hand, never by saving fro
 
     python tools/run_notebooks.py                      # every book/*.ipynb
     python tools/run_notebooks.py book/05_group_size.ipynb ...
+    python tools/run_notebooks.py --refresh-first-cell     # only the hidden first cell's source
 
 Each notebook runs top to bottom in a fresh kernel of the current interpreter, with the
 notebook's folder (book/) as working directory, under the same conditions as the tests
@@ -15,7 +16,8 @@ without a kernel is a slider that moves and changes nothing. The static page sho
 kernel-free text/html twin of each slider instead (see nb_mime_priority_overrides in
 _config.yml); in Jupyter/Binder the cells are run again and the live widgets appear.
 
-Each notebook gets (or has refreshed) a first cell, tagged `remove-cell`, that installs grpo_core
+Each notebook gets (or has refreshed) a first cell, tagged `remove-cell`, that sets torch's AVX2
+kernels and one thread before torch is imported (the conditions above), and installs grpo_core
 from the repository when it is not importable (Colab opens a single notebook without the
 repository); elsewhere it installs nothing and prints nothing. Outside the tests (no
 GRPO_BOOK_STRICT in the environment) it also makes later checks of stored numbers print a note
@@ -76,14 +78,25 @@ COLAB_CELL_ID = "colab-install"
 
 
 def colab_cell_source() -> str:
-    """The guarded first cell: installs grpo_core from the repository (_config.yml's url and
-    branch) when it is not importable, as in Colab, which opens one notebook alone; does nothing
-    and prints nothing where it is installed (a local venv, Binder, the tests)."""
+    """The guarded first cell, silent everywhere: sets torch's AVX2 kernels and one thread (the
+    tests' conditions, DETERMINISTIC_ENV) before torch is imported, and installs grpo_core from
+    the repository (_config.yml's url and branch) when it is not importable, as in Colab, which
+    opens one notebook alone; where it is installed (a local venv, Binder, the tests) it
+    installs nothing."""
     import yaml
 
     repo = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]
     url = f"git+{repo['url'].rstrip('/')}@{repo['branch']}"
     return (
+        "# The conditions the book's outputs were computed and tested under, set before torch is\n"
+        "# imported: torch's AVX2 kernels (on an AVX-512 CPU its default kernels round the 4th\n"
+        "# decimal of long training runs differently) and one thread (this small model gains\n"
+        "# nothing from more, and on a busy machine two threads ran 13-24x slower than one).\n"
+        "import os\n"
+        "\n"
+        'os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")\n'
+        'os.environ.setdefault("OMP_NUM_THREADS", "1")\n'
+        "\n"
         "# Colab, or any Python without this book's package: install grpo_core from the\n"
         "# repository. --no-deps keeps the runtime's own numpy, torch, matplotlib, ipywidgets.\n"
         "import importlib\n"
@@ -95,8 +108,11 @@ def colab_cell_source() -> str:
         "\n"
         "# Outside the tests, a check of a stored number that another numpy/torch/CPU rounds\n"
         "# differently prints a note instead of stopping the chapter (grpo_core/notebook.py).\n"
+        "import torch\n"
+        "\n"
         "import grpo_core.notebook\n"
         "\n"
+        "torch.set_num_threads(1)\n"
         "grpo_core.notebook.tolerate_differences()"
     )
 
@@ -167,15 +183,44 @@ def execute_notebook(path: Path, timeout: int = TIMEOUT_PER_CELL) -> bool:
     return True
 
 
+def refresh_first_cell(path: Path) -> bool:
+    """Rewrite only the guarded first cell's source and tags, executing nothing: for a change of
+    that cell, which prints nothing, so no stored output can change (strict nbval re-runs it).
+    Every other cell stays byte for byte. Returns True if the file changed."""
+    import nbformat
+
+    original = path.read_text(encoding="utf-8")
+    nb = nbformat.reads(original, as_version=4)
+    ensure_colab_cell(nb)
+    first = nb.cells[0]
+    if first.get("outputs"):
+        raise ValueError(f"{path}: the first cell has stored outputs; run the notebook instead")
+    nbformat.validate(nb)
+    text = nbformat.writes(nb)
+    text += "" if text.endswith("\n") else "\n"
+    if text == original:
+        return False
+    path.write_text(text, encoding="utf-8")
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: every book/*.ipynb")
     parser.add_argument("--timeout", type=int, default=TIMEOUT_PER_CELL, help="seconds per cell")
+    parser.add_argument(
+        "--refresh-first-cell", action="store_true",
+        help="only rewrite the guarded first cell (it prints nothing): no kernel, no outputs")
     args = parser.parse_args(argv)
 
     paths = args.notebooks or sorted(BOOK.glob("*.ipynb"))
     if not paths:
         print(f"no notebooks in {BOOK}")
+        return 0
+    if args.refresh_first_cell:
+        for path in paths:
+            status = "updated" if refresh_first_cell(path) else "unchanged"
+            print(f"{path}  first cell {status}", flush=True)
         return 0
     set_deterministic_env()
 

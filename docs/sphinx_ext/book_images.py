@@ -45,7 +45,7 @@ def add_alt_text(app, doctree, docname) -> None:
 def palette_pngs(app, exc) -> None:
     if exc is not None or app.builder.format != "html":
         return
-    from PIL import Image
+    from PIL import Image, PngImagePlugin
 
     before = after = 0
     for path in sorted(Path(app.outdir, "_images").glob("*.png")):
@@ -54,7 +54,10 @@ def palette_pngs(app, exc) -> None:
             if im.mode == "P":
                 continue
             out = io.BytesIO()
-            im.convert("RGB").quantize(256).save(out, "PNG", optimize=True)
+            info = PngImagePlugin.PngInfo()  # keep the text chunks (grpo_core.viz's text size)
+            for key, value in getattr(im, "text", {}).items():
+                info.add_text(key, value)
+            im.convert("RGB").quantize(256).save(out, "PNG", optimize=True, pnginfo=info)
         before += len(data)
         if out.tell() < len(data):
             path.write_bytes(out.getvalue())
