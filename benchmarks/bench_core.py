@@ -73,7 +73,7 @@ def main() -> int:
           f"values {slow:.10f} vs {fast:.10f} ({'same' if same else 'DIFFERENT'})")
 
     # 2. training: 64 independent runs of 300 steps in one batch vs one run
-    gc.train_batch(rewards, emb, ref, 0, steps=5)  # warm-up
+    gc.train_batch(rewards, emb, ref, 0, max_steps=5)  # warm-up
     t_one = best_of(lambda: gc.train_batch(rewards, emb, ref, 0), 3)
     t_64 = best_of(lambda: gc.train_batch(rewards, emb, ref, list(range(64))), 3)
     ok &= t_64 <= 3 * t_one

@@ -17,7 +17,7 @@ def sequences_run() -> None:
     from grpo_core import sequences as sq
 
     world = sq.make_sequence_world()
-    sq.train_sequences(world, range(32), steps=300, G=8, loss_type="dapo")
+    sq.train_sequences(world, range(32), max_steps=300, num_generations=8, loss_type="dapo")
 
 
 def binary_run(dynamic_sampling: bool = False) -> None:
@@ -27,7 +27,8 @@ def binary_run(dynamic_sampling: bool = False) -> None:
     import grpo_core as gc
 
     world = gc.binary_world(0)
-    gc.train_batch(world.rewards, None, world.ref_logits, np.arange(32), steps=300, G=8,
+    gc.train_batch(world.rewards, None, world.ref_logits, np.arange(32), max_steps=300,
+                   num_generations=8,
                    beta=0.0, scale_rewards="group", dynamic_sampling=dynamic_sampling)
 
 
@@ -39,7 +40,8 @@ def shared_run() -> None:
 
     world = gc.shared_world(0)
     policy = gc.SharedPolicy(world.features, 32)
-    gc.train_batch(world.rewards, None, policy.initial_logits(), np.arange(32), steps=300, G=8,
+    gc.train_batch(world.rewards, None, policy.initial_logits(), np.arange(32), max_steps=300,
+                   num_generations=8,
                    beta=0.0, scale_rewards="group", policy=policy)
 
 

@@ -48,6 +48,7 @@ from .binary import (
     policy_entropy,
     update_factor,
 )
+from .config import GRPOConfig
 from .critic import Critic, n_params
 from .exact import (
     Moments,
@@ -108,15 +109,8 @@ from .shared import (
     shared_world,
     update_cosine,
 )
-from .training import (
-    TabularPolicy,
-    TrainConfig,
-    TrainResult,
-    train,
-    train_batch,
-    train_kl_in_reward,
-    train_simple,
-)
+from .training import TrainResult, train_batch, train_simple
+from .update import METRICS, grpo_update
 from .variance import alignment, cos_mean_grad, grad_variance, gradient_estimates
 from .world import BETA, D_EMB, N_ANSWERS, N_PROMPTS, World, make_world, reference_logits, toy_world
 
@@ -126,13 +120,14 @@ __all__ = [
     "IMPORTANCE_SAMPLING_LEVELS", "KL_ESTIMATORS", "LOSS_TYPES", "SCALE_REWARDS", "aggregate",
     "clip_metrics", "grpo_loss", "importance_ratio", "kl_estimate", "reward_metrics",
     "trl_advantages",
-    "BETA", "D_EMB", "KINDS", "N_ANSWERS", "N_PROMPTS", "Critic", "Moments", "TrainConfig",
+    "GRPOConfig",
+    "BETA", "D_EMB", "KINDS", "N_ANSWERS", "N_PROMPTS", "Critic", "METRICS", "Moments",
     "TrainResult", "World", "advantages", "batch_advantages", "best_reward", "cos_mean_grad",
     "evaluate", "exact_kl", "exact_moments", "expected_reward", "expected_scale", "grad_variance",
     "gradient_estimates", "group_advantages", "k3_kl", "kl_optimal_logits", "log_softmax",
     "loo_advantages", "make_world", "multisets", "n_params", "policy_gradient", "reference_logits",
-    "sample_from_uniforms", "sample_group", "softmax", "toy_world", "train", "train_batch",
-    "train_kl_in_reward", "true_gradient", "train_simple", "TabularPolicy",
+    "sample_from_uniforms", "sample_group", "softmax", "toy_world", "train_batch",
+    "true_gradient", "train_simple", "grpo_update",
     "SequenceWorld", "exact_update", "make_sequence_world", "sample_batch", "sequence_probs",
     "sequence_weights", "train_sequences",
     "alignment", "reward_std",

@@ -57,7 +57,7 @@ def run_all(world) -> dict:
     """Every training run the demos print, keyed by a short name: final logits (P, A).
 
     All the runs without a critic are one batched call (each run is bit-identical to a lone
-    ``train`` with the same settings); the critic runs need a second.
+    a lone run with the same settings); the critic runs need a second.
     """
     w = (world.rewards, world.emb, world.ref_logits)
     other_betas = [b for b in BETAS if b != 0.02]  # beta 0.02, G 8 is already in the G sweep
@@ -66,11 +66,10 @@ def run_all(world) -> dict:
     n_sweep = len(GS) + len(other_betas)
     res = train_batch(
         *w, TRAIN_SEED,
-        G=GS + [8] * (len(keys) - len(GS)),
+        num_generations=GS + [8] * (len(keys) - len(GS)),
         beta=[0.02] * len(GS) + other_betas + [0.1, 0.5, 0.02, 0.02],
         kl_in=["loss"] * n_sweep + ["reward", "reward", "loss", "loss"],
-        baseline=["group"] * (n_sweep + 2) + ["batch", "group"],
-        normalise=[True] * (n_sweep + 3) + [False],
+        kind=["group_norm"] * (n_sweep + 2) + ["batch_norm", "group"],
     )
     runs = dict(zip(keys, res.logits, strict=True))
     runs[("beta", 0.02)] = runs[("G", 8)]

@@ -299,63 +299,73 @@ def _draw(world: SequenceWorld, logits: torch.Tensor, gens: list, B: int,
     return h.reshape(*logits.shape[:-2], B)  # after max_len tokens without EOS: truncated
 
 
-def train_sequences(world: SequenceWorld, seeds: Iterable[int], *, steps: int = 300, G: int = 8,
-                    groups: int = 1, lr: float = 0.02, loss_type: str | Sequence[str] = "dapo",
-                    num_iterations: int = 1, scale_rewards: str = "group",
-                    importance_sampling_level: str | Sequence[str] = "token",
-                    mask_truncated_completions: bool | Sequence[bool] = False,
-                    soft_punish_cache: int | Sequence[int] = 0, record_every: int = 1,
-                    **loss_kwargs) -> dict:
-    """GRPO in the sequence world, R = len(seeds) independent runs at once: per step, sample
-    ``groups`` groups of G completions per run (``torch.Generator().manual_seed(seed)``), TRL's
-    advantages, then ``num_iterations`` (mu) Adam steps on that batch through
-    :func:`grpo_core.grpo_loss` (``loss_kwargs``: beta, epsilon, epsilon_high, ...).
+DEFAULTS = {"max_steps": 300, "learning_rate": 0.02, "per_device_train_batch_size": None,
+            "max_completion_length": None}  # the token world's values where TRL's differ
 
-    ``loss_type``, ``importance_sampling_level``, ``mask_truncated_completions`` and
-    ``soft_punish_cache`` take one value, or a list with one per seed (many experiments in one
-    call; run b is the same as a lone run with its seed and values).
+
+def train_sequences(world: SequenceWorld, seeds: Iterable[int], *,
+                    soft_punish_cache: int | Sequence[int] = 0, record_every: int = 1,
+                    **knobs) -> dict:
+    """GRPO in the sequence world, R = len(seeds) independent runs at once: per step, sample
+    ``per_device_train_batch_size`` completions per run (whole groups of ``num_generations``;
+    None: one group), with ``torch.Generator().manual_seed(seed)``, TRL's advantages, then
+    :func:`grpo_core.grpo_update` (``num_iterations`` Adam steps through ``grpo_loss``).
+
+    ``knobs``: fields of :class:`grpo_core.GRPOConfig` over :data:`DEFAULTS`. ``loss_type``,
+    ``importance_sampling_level``, ``mask_truncated_completions`` and ``soft_punish_cache`` (DAPO's
+    overlong punishment, an argument of TRL's reward function) take one value, or a list with one
+    per seed (many experiments in one call; run b is the same as a lone run with its values).
 
     Returns the :func:`exact_stats` (without ``k3_sum``) of every run at steps 0,
-    ``record_every``, ..., ``steps``: ``(R, S)`` each, and those ``steps`` ``(S,)``; plus
-    ``clip_ratio`` ``(R, steps)`` (TRL's ``clip_ratio/region_mean``, mean over the mu steps) and
-    the final ``logits`` ``(R, P, V+1)``. Chapter 13.
+    ``record_every``, ..., ``max_steps``: ``(R, S)`` each, and those ``steps`` ``(S,)``; TRL's
+    clip metrics ``clip_ratio/low_mean``, ``high_mean``, ``region_mean`` ``(R, max_steps)`` (mean
+    over the mu steps); the final ``logits`` ``(R, P, V+1)``. Chapter 13.
     """
-    from .loss import IMPORTANCE_SAMPLING_LEVELS, grpo_loss, importance_ratio
+    from .config import GRPOConfig
     from .optim import Adam
+    from .update import CLIP_METRICS, grpo_update
 
     seeds = [int(s) for s in seeds]
     R = len(seeds)
-    steps, mu = check_int(steps, "steps", 1), check_int(num_iterations, "num_iterations", 1)
-    G, groups = check_int(G, "G", 2), check_int(groups, "groups", 1)
-    every = check_int(record_every, "record_every", 1)
-    knobs = {}
-    for name, value in (("loss_type", loss_type), ("importance_sampling_level",
-                        importance_sampling_level), ("mask_truncated_completions",
-                        mask_truncated_completions), ("soft_punish_cache", soft_punish_cache)):
-        knobs[name] = list(value) if isinstance(value, list | tuple) else [value] * R
-        if len(knobs[name]) != R:
+    one_run = {"loss_type": "dapo", "importance_sampling_level": "token",
+               "mask_truncated_completions": False}  # TRL's defaults
+    per_seed = {"soft_punish_cache": soft_punish_cache} | {k: knobs.pop(k, v)
+                                                           for k, v in one_run.items()}
+    for name, value in per_seed.items():
+        per_seed[name] = list(value) if isinstance(value, list | tuple) else [value] * R
+        if len(per_seed[name]) != R:
             raise ValueError(f"{name} needs one value, or one per seed ({R}); got {len(value)}")
-    for lt, lv in zip(knobs["loss_type"], knobs["importance_sampling_level"], strict=True):
-        check_choice(lt, "loss_type", LOSS_TYPES)
-        check_choice(lv, "importance_sampling_level", IMPORTANCE_SAMPLING_LEVELS)
-    runs_of = {}  # (loss_type, level) -> the runs that use it: one grpo_loss call each
-    for b, key in enumerate(zip(knobs["loss_type"], knobs["importance_sampling_level"],
+    cfg = GRPOConfig(**(DEFAULTS | knobs | {k: tuple(v) for k, v in per_seed.items()
+                                            if k in one_run}))
+    steps, mu = check_int(cfg.max_steps, "max_steps", 1), cfg.num_iterations
+    G = check_int(cfg.num_generations, "num_generations", 2)
+    B = cfg.per_device_train_batch_size or G
+    every = check_int(record_every, "record_every", 1)
+    if cfg.kind is not None or cfg.kl_in != "loss" or cfg.kl_estimator == "exact" \
+            or cfg.temperature != 1.0 or cfg.sync_ref_model:
+        raise ValueError("the sequence world trains with TRL's advantages (scale_rewards), the "
+                         "KL in the loss (k1, k2, k3), temperature 1 and a frozen pi_ref")
+    blocks = {}  # (loss_type, level) -> the runs that use it: one grpo_loss call each
+    for b, key in enumerate(zip(per_seed["loss_type"], per_seed["importance_sampling_level"],
                                 strict=True)):
-        runs_of.setdefault(key, []).append(b)
-    runs_of = {k: torch.tensor(v) for k, v in runs_of.items()}
+        blocks.setdefault(key, []).append(b)
+    loss_kwargs = GRPOConfig(**(DEFAULTS | knobs | one_run)).loss_kwargs()
+    blocks = [(torch.tensor(runs), loss_kwargs | {"loss_type": lt, "importance_sampling_level": lv})
+              for (lt, lv), runs in blocks.items()]
+    if len(blocks) == 1:
+        blocks = blocks[0][1]  # all runs share the loss: one call, no index
     gens = [torch.Generator().manual_seed(s) for s in seeds]
     theta = world.ref_logits.expand(R, -1, -1).clone().requires_grad_(True)  # (R, P, V+1)
-    opt = Adam([theta], lr=lr)
+    opt = Adam([theta], lr=cfg.learning_rate)
     ref_lp = token_logps(world, world.ref_logits)  # (N, L)
-    r_all = np.stack([rewards(world, c) for c in knobs["soft_punish_cache"]])  # (R, N)
+    r_all = np.stack([rewards(world, c) for c in per_seed["soft_punish_cache"]])  # (R, N)
     keep = torch.from_numpy(np.stack([~(world.truncated & m)
-                                      for m in knobs["mask_truncated_completions"]])).double()
-    eps = loss_kwargs.get("epsilon", 0.2)
-    eps_high = loss_kwargs.get("epsilon_high") or eps
+                                      for m in per_seed["mask_truncated_completions"]])).double()
     rows = torch.arange(R).unsqueeze(-1)
-    uniforms = torch.stack([torch.rand(steps, G * groups, world.max_len, generator=g,
+    uniforms = torch.stack([torch.rand(steps, B, world.max_len, generator=g,
                                        dtype=torch.float64) for g in gens], 1)  # (steps, R, B, L)
-    history, clip = [], np.zeros((R, steps))
+    history = []
+    clip = {name: np.zeros((R, steps)) for name in CLIP_METRICS}
     for step in range(steps + 1):
         if step % every == 0 or step == steps:
             with torch.no_grad():
@@ -364,32 +374,14 @@ def train_sequences(world: SequenceWorld, seeds: Iterable[int], *, steps: int = 
         if step == steps:
             break
         with torch.no_grad():
-            idx = _draw(world, theta, gens, G * groups, uniforms[step])  # (R, B)
-            # pi_old = pi_theta now; at mu = 1 grpo_loss takes logp.detach(), the same numbers
-            old_logp = token_logps(world, theta, idx) if mu > 1 else None  # (R, B, L)
+            idx = _draw(world, theta, gens, B, uniforms[step])  # (R, B)
             mask = world.mask[idx] * keep[rows, idx].unsqueeze(-1)  # (R, B, L)
         adv = torch.from_numpy(trl_advantages(r_all[rows.numpy(), idx.numpy()], G,
-                                              scale_rewards))  # (R, B)
-        for _ in range(mu):
-            logp = token_logps(world, theta, idx)  # (R, B, L), with gradient
-            total = 0.0
-            for (lt, lv), j in runs_of.items():
-                old = None if old_logp is None else old_logp[j]
-                loss = grpo_loss(logp[j], old, ref_lp[idx[j]], adv[j], mask[j],
-                                 loss_type=lt, importance_sampling_level=lv, **loss_kwargs)
-                total = total + loss.sum()  # (runs,) one loss per run: independent gradients
-                if old is None:
-                    continue  # mu = 1: the ratio is exactly 1, nothing is clipped
-                with torch.no_grad():  # TRL's clip_ratio/region_mean, at the ratio's level
-                    ratio = importance_ratio(logp[j], old, mask[j], lv)
-                    A = adv[j].unsqueeze(-1)
-                    hit = ((ratio < 1 - eps) & (A < 0)) | ((ratio > 1 + eps_high) & (A > 0))
-                    weight = mask[j] if lv == "token" else torch.ones_like(ratio)
-                    clip[j.numpy(), step] += ((hit * weight).sum((-2, -1)) / weight.sum(
-                        (-2, -1)).clamp(min=1)).numpy() / mu
-            opt.zero_grad()
-            total.backward()
-            opt.step()
+                                              cfg.scale_rewards))  # (R, B)
+        metrics, _, _ = grpo_update(lambda i=idx: (token_logps(world, theta, i), None), adv, mask,
+                                    opt, num_iterations=mu, loss_kwargs=blocks,
+                                    ref_logp=ref_lp[idx])
+        for name, value in metrics.items():
+            clip[name][:, step] = value
     out = {k: np.stack([h[k] for _, h in history], -1) for k in history[0][1]}
-    return {**out, "steps": np.array([t for t, _ in history]), "clip_ratio": clip,
-            "logits": theta.detach()}
+    return {**out, "steps": np.array([t for t, _ in history]), **clip, "logits": theta.detach()}

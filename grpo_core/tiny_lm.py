@@ -21,9 +21,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import loss as _loss  # looked up at call time: tests check the step calls grpo_loss
-from ._validate import check_choice, check_float, check_int
+from ._validate import check_float, check_int
+from .config import GRPOConfig
+from .loss import kl_estimate, reward_metrics, trl_advantages
 from .optim import Adam
+from .update import METRICS, grpo_update
 
 SEP, EOS = 10, 11  # tokens 0-9 are the digits
 VOCAB = 12
@@ -126,11 +128,6 @@ def _norm(x: torch.Tensor) -> torch.Tensor:
     return F.layer_norm(x, x.shape[-1:])
 
 
-def n_parameters(model: torch.nn.Module) -> int:
-    """The number of trained numbers in ``model``."""
-    return sum(p.numel() for p in model.parameters())
-
-
 # --- sampling and scoring -----------------------------------------------------------------------
 
 @dataclass
@@ -167,23 +164,34 @@ def completion_mask(tokens: torch.Tensor, eos: int = EOS) -> torch.Tensor:
     return ((is_eos.cumsum(1) - is_eos) == 0).double()  # no EOS strictly before this position
 
 
-def token_logps(model: TinyLM, prompts: torch.Tensor, tokens: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """log pi(token) and the entropy of pi at each completion position, both ``(B, T)``."""
+def logps_and_entropies(model: TinyLM, prompts: torch.Tensor, tokens: torch.Tensor,
+                        temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """log pi(token) and the entropy of pi at each completion position, both ``(B, T)``, of the
+    policy that samples: logits / ``temperature``, as TRL trains on tempered log-probs (TRL 1.16
+    ``grpo_trainer.py`` lines 1068-1077 give both models' LM heads the temperature;
+    ``trl/trainer/utils.py`` lines 576-577 divide the logits by it). TRL's
+    ``_get_per_token_logps_and_entropies``."""
     seq = torch.cat([prompts, tokens], 1)
     logits = model(seq[:, :-1])[:, PROMPT_LEN - 1:]  # the positions that predict the completion
+    if temperature != 1.0:
+        logits = logits / temperature
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, tokens[..., None]).squeeze(-1)
     entropy = -(logp_all.exp() * logp_all).sum(-1)
     return logp, entropy
 
 
+def token_logps(model: TinyLM, prompts: torch.Tensor, tokens: torch.Tensor,
+                temperature: float = 1.0) -> torch.Tensor:
+    """log pi(token) at each completion position ``(B, T)`` (see :func:`logps_and_entropies`)."""
+    return logps_and_entropies(model, prompts, tokens, temperature)[0]
+
+
 @torch.no_grad()
 def pass_at_1(model: TinyLM, prompts: torch.Tensor) -> float:
     """The exact probability that one sampled completion is correct, averaged over ``prompts``:
     the product of the answer's token probabilities (teacher forcing), no sampling."""
-    logp, _ = token_logps(model, prompts, answers(prompts))
-    return float(logp.sum(1).exp().mean())
+    return float(token_logps(model, prompts, answers(prompts)).sum(1).exp().mean())
 
 
 # --- training -----------------------------------------------------------------------------------
@@ -198,85 +206,42 @@ def warm_start(seed: int = 0, *, train_prompts: torch.Tensor, steps: int = 150, 
     for _ in range(check_int(steps, "steps", 0)):
         prompts = train_prompts[torch.randint(len(train_prompts), (batch,), generator=gen)]
         targets = sft_targets(prompts, check_float(noise, "noise"), gen)
-        logp, _ = token_logps(model, prompts, targets)
+        logp = token_logps(model, prompts, targets)
         opt.zero_grad()
         (-logp.mean()).backward()
         opt.step()
     return model
 
 
-@dataclass
-class GRPOConfig:
-    """The knobs of :func:`train_grpo`, named and defaulted as TRL 1.16's ``GRPOConfig``
-    (``trl/trainer/grpo_config.py``) where the toy allows; ``learning_rate`` is the toy's, TRL's
-    1e-6 is for billion-parameter models."""
-
-    num_generations: int = 8  # G; TRL 8
-    prompts_per_step: int = 8  # TRL: per_device_train_batch_size x devices / num_generations
-    num_iterations: int = 1  # mu; TRL 1
-    epsilon: float = 0.2  # TRL 0.2
-    epsilon_high: float | None = None  # TRL None (= epsilon)
-    beta: float = 0.0  # TRL 0.0
-    loss_type: str = "dapo"  # TRL "dapo"
-    scale_rewards: str = "group"  # TRL "group" (Bessel std + 1e-4)
-    temperature: float = 1.0  # TRL 1.0
-    learning_rate: float = 1e-3  # TRL 1e-6 (for LLMs)
-
-    def __post_init__(self):
-        check_int(self.num_generations, "num_generations", 2)
-        check_int(self.prompts_per_step, "prompts_per_step", 1)
-        check_int(self.num_iterations, "num_iterations", 1)
-        check_float(self.epsilon, "epsilon")
-        check_float(self.beta, "beta")
-        check_float(self.temperature, "temperature", strict=True)
-        check_float(self.learning_rate, "learning_rate", strict=True)
-        check_choice(self.loss_type, "loss_type", _loss.LOSS_TYPES)
-        check_choice(self.scale_rewards, "scale_rewards", _loss.SCALE_REWARDS)
-
-
-METRICS = ("reward", "reward_std", "frac_reward_zero_std", "completions/mean_length",
-           "completions/clipped_ratio", "kl", "entropy", "clip_ratio/region_mean")
+# the capstone's values where TRL's defaults are for billion-weight models
+DEFAULTS = {"learning_rate": 1e-3, "per_device_train_batch_size": 64, "max_steps": 100, "seed": 0,
+            "max_completion_length": MAX_COMPLETION_LENGTH}
 
 
 def grpo_step(model: TinyLM, ref: TinyLM, opt: Adam, prompts: torch.Tensor, gen: torch.Generator,
               cfg: GRPOConfig, reward_fn: Callable = sort_reward) -> dict[str, float]:
-    """One GRPO step on ``prompts (P, 4)``: G completions each from pi_old (the model now),
-    rewards, TRL's advantages, then ``num_iterations`` Adam steps on ``grpo_loss``. Returns TRL's
-    metrics of the step (``kl`` is k3 against ``ref``, logged here even at beta = 0)."""
-    G = cfg.num_generations
-    batch = generate(model, prompts.repeat_interleave(G, 0), gen, cfg.temperature)
-    rewards = reward_fn(batch.prompts, batch.tokens)  # (P * G,)
-    adv = torch.from_numpy(_loss.trl_advantages(rewards, G, cfg.scale_rewards))
+    """One GRPO step on ``prompts (P, 4)``, TRL's stages: G completions each from pi_old (the
+    model now), rewards, TRL's advantages, :func:`grpo_core.grpo_update`. Returns TRL's metrics
+    of the step (``kl`` is k3 against ``ref``, logged here even at beta = 0)."""
+    G, temp = cfg.num_generations, cfg.temperature
+    batch = generate(model, prompts.repeat_interleave(G, 0), gen, temp)  # 1. sample
+    rewards = reward_fn(batch.prompts, batch.tokens)  # 2. score, (P * G,)
+    adv = torch.from_numpy(trl_advantages(rewards, G, cfg.scale_rewards))  # 3. advantages
+    mask = batch.mask * ~batch.truncated[:, None] if cfg.mask_truncated_completions else batch.mask
     with torch.no_grad():
-        ref_logp, _ = token_logps(ref, batch.prompts, batch.tokens)
-        old_logp = None  # on-policy (mu = 1): grpo_loss uses logp.detach(), as TRL does
-        if cfg.num_iterations > 1:
-            old_logp, _ = token_logps(model, batch.prompts, batch.tokens)
-
-    def masked_mean(x: torch.Tensor) -> float:
-        return float((x * batch.mask).sum() / batch.mask.sum())
-
-    clipped = []
-    for i in range(cfg.num_iterations):
-        logp, entropy = token_logps(model, batch.prompts, batch.tokens)
-        if i == 0:  # pi_old = the model before this batch's first update
-            kl = masked_mean(_loss.kl_estimate(logp.detach(), ref_logp, "k3"))
-        loss = _loss.grpo_loss(logp, old_logp, ref_logp, adv, batch.mask, beta=cfg.beta,
-                               epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
-                               loss_type=cfg.loss_type, max_completion_length=MAX_COMPLETION_LENGTH)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        ratio = (logp - (logp if old_logp is None else old_logp)).detach().exp()
-        clip = _loss.clip_metrics(ratio, adv, batch.mask, cfg.epsilon, cfg.epsilon_high)
-        clipped.append(clip["clip_ratio/region_mean"])
-
-    return {**_loss.reward_metrics(rewards, G, cfg.scale_rewards),
+        ref_logp = token_logps(ref, batch.prompts, batch.tokens, temp)
+    clip, old_logp, entropy = grpo_update(  # 4. mu x (grpo_loss -> Adam step)
+        lambda: logps_and_entropies(model, batch.prompts, batch.tokens, temp), adv, mask, opt,
+        num_iterations=cfg.num_iterations, loss_kwargs=cfg.loss_kwargs(), ref_logp=ref_logp)
+    return {**reward_metrics(rewards, G, cfg.scale_rewards),  # 5. TRL's metrics
             "completions/mean_length": float(batch.mask.sum(1).mean()),
             "completions/clipped_ratio": float(batch.truncated.double().mean()),
-            "kl": kl,
-            "entropy": masked_mean(entropy.detach()),
-            "clip_ratio/region_mean": float(np.mean(clipped))}
+            "kl": _masked_mean(kl_estimate(old_logp, ref_logp), batch.mask),
+            "entropy": _masked_mean(entropy.detach(), batch.mask), **clip}
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
+    return float((x * mask).sum() / mask.sum())
 
 
 @dataclass
@@ -290,23 +255,30 @@ class Run:
     held_out: np.ndarray
 
 
-def train_grpo(start: TinyLM, train_prompts: torch.Tensor, held_out: torch.Tensor, *, seed: int = 0,
-               steps: int = 100, eval_every: int = 20, reward_fn: Callable = sort_reward,
-               **knobs) -> Run:
-    """GRPO from the warm start ``start`` (left unchanged; it is also pi_ref): ``steps`` calls of
-    :func:`grpo_step` on prompts drawn from ``train_prompts (N, 4)`` with a generator seeded by
-    ``seed``; held-out exact pass@1 every ``eval_every`` steps. ``knobs``: :class:`GRPOConfig`."""
-    cfg = GRPOConfig(**knobs)
+def train_grpo(start: TinyLM, train_prompts: torch.Tensor, held_out: torch.Tensor, *,
+               eval_every: int = 20, reward_fn: Callable = sort_reward, **knobs) -> Run:
+    """GRPO from the warm start ``start`` (left unchanged; it is also pi_ref): ``max_steps``
+    calls of :func:`grpo_step` on ``per_device_train_batch_size / num_generations`` prompts drawn
+    from ``train_prompts (N, 4)`` with a generator seeded by ``seed``; held-out exact pass@1
+    every ``eval_every`` steps. ``knobs``: fields of :class:`grpo_core.GRPOConfig` over
+    :data:`DEFAULTS`."""
+    cfg = GRPOConfig(**(DEFAULTS | knobs))
+    steps = check_int(cfg.max_steps, "max_steps", 1)
+    if cfg.kind is not None or cfg.kl_in != "loss" or cfg.kl_estimator == "exact" \
+            or cfg.sync_ref_model or cfg.max_completion_length != MAX_COMPLETION_LENGTH:
+        raise ValueError("the capstone trains with TRL's advantages, the KL in the loss (k1, k2, "
+                         f"k3), a frozen pi_ref and max_completion_length={MAX_COMPLETION_LENGTH}")
     model, ref = copy.deepcopy(start), copy.deepcopy(start).requires_grad_(False)
-    opt = Adam(model.parameters(), lr=cfg.learning_rate)
-    gen = torch.Generator().manual_seed(check_int(seed, "seed", 0))
+    opt = Adam(model.parameters(), lr=cfg.learning_rate, betas=(0.9, cfg.adam_beta2))
+    gen = torch.Generator().manual_seed(cfg.seed)
     logs: dict[str, list[float]] = {name: [] for name in METRICS}
     eval_steps, scores = [], []
-    for t in range(check_int(steps, "steps", 1)):
+    for t in range(steps):
         if t % eval_every == 0:
             eval_steps.append(t)
             scores.append(pass_at_1(model, held_out))
-        pick = torch.randint(len(train_prompts), (cfg.prompts_per_step,), generator=gen)
+        n_prompts = cfg.per_device_train_batch_size // cfg.num_generations
+        pick = torch.randint(len(train_prompts), (n_prompts,), generator=gen)
         prompts = train_prompts[pick]
         for name, value in grpo_step(model, ref, opt, prompts, gen, cfg, reward_fn).items():
             logs[name].append(value)

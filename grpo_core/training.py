@@ -25,109 +25,30 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from ._validate import check_array, check_choice, check_float, check_int, check_rng
+from ._validate import check_array, check_int
 from .advantages import advantages, group_advantages
+from .config import GRPOConfig
 from .critic import Critic
-from .loss import (
-    KL_ESTIMATORS,
-    LOSS_TYPES,
-    SCALE_REWARDS,
-    clip_metrics,
-    grpo_loss,
-    importance_ratio,
-    kl_estimate,
-    reward_metrics,
-    trl_advantages,
-)
+from .loss import grpo_loss, kl_estimate, reward_metrics, trl_advantages
 from .optim import Adam
 from .policy import log_softmax, sample_from_uniforms, softmax
+from .update import METRICS, grpo_update
 from .world import BETA, D_EMB
 
-ADV_KINDS = ("none", "group", "group_norm", "loo", "batch", "batch_norm")  # KINDS but "critic"
-KL_PLACEMENTS = ("loss", "reward")
-TRAIN_KL_ESTIMATORS = ("exact", *KL_ESTIMATORS)
-METRICS = ("reward", "reward_std", "frac_reward_zero_std", "kl", "entropy",
-           "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean")
-PER_RUN = ("G", "beta", "kind", "kl_in", "kl_estimator", "use_bias_correction_kl",
-           "critic_seed")  # knobs that may differ between runs
-_ALIASES = {("group", True): "group_norm", ("group", False): "group", ("none", True): "none",
-            ("none", False): "none", ("batch", True): "batch_norm", ("batch", False): "batch"}
+# the toy's values where they differ from TRL's defaults (GRPOConfig): logits, not a billion weights
+DEFAULTS = {"max_steps": 300, "learning_rate": 0.05, "beta": BETA, "kind": "group_norm",
+            "scale_rewards": None, "kl_estimator": "exact", "float32_advantages": True,
+            "per_device_train_batch_size": None, "max_completion_length": None}
+PER_RUN = ("num_generations", "beta", "kind", "kl_in", "kl_estimator", "use_bias_correction_kl",
+           "critic_seed")  # the knobs that may differ between the runs of one train_batch call
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """Every knob of a training run: the only home of defaults and checks. Defaults are the
-    book's toy settings; the TRL 1.16 name and default (``grpo_config.py``) is in each comment.
-    Per-run knobs (:data:`PER_RUN`) may be tuples, one value per run. Taught in chapters 4, 10."""
-
-    steps: int = 300  # sampled batches (TRL: max_steps); one group per prompt per batch
-    G: int | tuple[int, ...] = 8  # answers per prompt (TRL num_generations, 8)
-    beta: float | tuple[float, ...] = BETA  # KL coefficient (TRL beta, 0.0: no KL term)
-    lr: float = 0.05  # Adam on tabular logits (TRL learning_rate, 1e-6 for an LLM)
-    kind: str | tuple[str, ...] = "group_norm"  # advantage kind (grpo_core.KINDS), GRPO's
-    kl_in: str | tuple[str, ...] = "loss"  # "loss" (GRPO) or "reward" (RLHF/PPO, RLOO)
-    kl_estimator: str | tuple[str, ...] = "exact"  # "exact" (toy only), "k1", "k2", "k3" (TRL k3)
-    use_bias_correction_kl: bool | tuple[bool, ...] = True  # estimator x ratio (TRL, True)
-    num_iterations: int = 1  # mu: Adam steps per sampled batch (TRL num_iterations, 1)
-    epsilon: float = 0.2  # clip below at 1 - epsilon (TRL epsilon, 0.2)
-    epsilon_high: float | None = None  # clip above at 1 + epsilon_high (TRL: None = epsilon)
-    loss_type: str = "dapo"  # token averaging (TRL loss_type, "dapo"; all equal for 1 token)
-    scale_rewards: str | None = None  # TRL's advantages instead of `kind`: "group" (TRL), ...
-    dynamic_sampling: bool = False  # DAPO: redraw a prompt's group while its rewards are equal
-    max_redraws: int = 8  # ... at most this many extra groups per prompt per step
-    ref_reset_every: int | None = None  # pi_ref <- pi every K steps (DeepSeek-R1); None: frozen
-    adam_beta2: float = 0.999  # Adam's second-moment decay (TRL adam_beta2, 0.999)
-    use_critic: bool = False  # PPO-style: a learned value V(prompt) replaces the baseline
-    train_critic: bool = True  # fit the critic to each group's mean reward as we go
-    critic_lr: float = 0.05  # Adam learning rate of the critic
-    critic_seed: int | tuple[int, ...] = 0  # the critic's initialisation, seeded explicitly
-    float32_advantages: bool = True  # rounded to float32, as the book's reference runs were:
-    # a group's advantages then sum to ~1e-7, not ~1e-16, and Adam's first steps turn that into
-    # moves of a few thousandths of undrawn answers' logits (chapter 3); False keeps them float64
-    # (chapter 12's runs)
-
-    def __post_init__(self) -> None:
-        for name, check in (("G", lambda g: check_int(g, "G", 1)),
-                            ("beta", lambda b: check_float(b, "beta")),
-                            ("kind", lambda k: check_choice(k, "kind", ADV_KINDS)),
-                            ("kl_in", lambda k: check_choice(k, "kl_in", KL_PLACEMENTS)),
-                            ("kl_estimator", lambda k: check_choice(k, "kl_estimator",
-                                                                    TRAIN_KL_ESTIMATORS)),
-                            ("use_bias_correction_kl", lambda b: check_choice(
-                                b, "use_bias_correction_kl", (True, False))),
-                            ("critic_seed", lambda c: check_int(c, "critic_seed", 0))):
-            for value in np.atleast_1d(np.asarray(getattr(self, name), dtype=object)):
-                check(value)
-        check_int(self.steps, "steps", 0)
-        check_float(self.lr, "lr", strict=True)
-        check_float(self.critic_lr, "critic_lr", strict=True)
-        check_int(self.num_iterations, "num_iterations", 1)
-        check_float(self.epsilon, "epsilon", strict=True)
-        if self.epsilon_high is not None:
-            check_float(self.epsilon_high, "epsilon_high", strict=True)
-        check_choice(self.loss_type, "loss_type", LOSS_TYPES)
-        if self.scale_rewards is not None:
-            check_choice(self.scale_rewards, "scale_rewards", SCALE_REWARDS)
-            if min(np.atleast_1d(self.G)) < 2:
-                raise ValueError("scale_rewards needs G >= 2 (TRL requires num_generations >= 2)")
-        check_int(self.max_redraws, "max_redraws", 1)
-        if self.ref_reset_every is not None:
-            check_int(self.ref_reset_every, "ref_reset_every", 1)
-        if not 0 <= self.adam_beta2 < 1:
-            raise ValueError(f"adam_beta2 must be in [0, 1), got {self.adam_beta2}")
-        if self.use_critic and "reward" in np.atleast_1d(self.kl_in):
-            raise ValueError('use_critic=True supports only kl_in="loss"')
-
-    @property
-    def baseline(self) -> str:
-        """The old vocabulary: "group", "batch" or "none" (see :attr:`kind`)."""
-        kind = np.atleast_1d(self.kind)[0]
-        return "none" if kind == "none" else kind.split("_")[0].replace("loo", "group")
-
-    @property
-    def normalise(self) -> bool:
-        """The old vocabulary: whether the advantage is divided by a std."""
-        return str(np.atleast_1d(self.kind)[0]).endswith("_norm")
+def config(**knobs) -> GRPOConfig:
+    """The :class:`GRPOConfig` of a tabular run: ``knobs`` over the toy's :data:`DEFAULTS`. The
+    advantage is the book's ``kind`` unless ``scale_rewards`` is given (then TRL's). Chapter 9."""
+    if knobs.get("scale_rewards") is not None and "kind" not in knobs:
+        knobs = knobs | {"kind": None}
+    return GRPOConfig(**(DEFAULTS | knobs))
 
 
 @dataclass(frozen=True)
@@ -137,9 +58,10 @@ class TrainResult:
     logits ``(R, P, A)`` final policy logits; reward ``(R, steps + 1)`` exact expected reward
     before step 0 and after every step; kl ``(R, steps + 1)`` exact KL(pi || pi_ref) to the
     initial reference; metrics: TRL's logged names (:data:`METRICS`) -> ``(R, steps)``, each
-    step's sampled batch (clip ratios averaged over the mu iterations); drawn ``(R, steps + 1)``
-    answers drawn per prompt so far; critic_value ``(R, P)`` (None without a critic); G, beta
-    ``(R,)``; policy: the trained module. Taught in chapter 4 (metrics: chapter 10).
+    step's sampled batch (clip ratios averaged over the mu iterations); samples_drawn
+    ``(R, steps + 1)`` answers drawn per prompt so far; critic_value ``(R, P)`` (None without a
+    critic); G, beta ``(R,)``; config: the runs' :class:`GRPOConfig` (per-run knobs as tuples);
+    policy: the trained module. Taught in chapter 4 (metrics: chapter 10).
     """
 
     logits: np.ndarray
@@ -148,16 +70,11 @@ class TrainResult:
     critic_value: np.ndarray | None
     G: np.ndarray
     beta: np.ndarray
-    config: TrainConfig
+    config: GRPOConfig
     critics: list[Critic] | None = None
     metrics: dict | None = None
-    drawn: np.ndarray | None = None
+    samples_drawn: np.ndarray | None = None
     policy: torch.nn.Module | None = None
-
-    @property
-    def samples_drawn(self) -> np.ndarray:
-        """``(R, steps + 1)``: answers drawn per prompt before each entry of ``reward``."""
-        return self.drawn
 
 
 class TabularPolicy(torch.nn.Module):
@@ -257,15 +174,14 @@ def _broadcast_runs(n_seeds: int, **values) -> dict[str, np.ndarray]:
 
 
 def _one_or_all(values: np.ndarray):
-    """A per-run knob for :class:`TrainConfig`: the value if all runs share it, else a tuple."""
+    """A per-run knob for :class:`GRPOConfig`: the value if all runs share it, else a tuple."""
     items = values.tolist()
     return items[0] if len(set(items)) == 1 else tuple(items)
 
 
 def train_batch(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndarray,
                 seeds: int | np.random.Generator | Sequence[int | np.random.Generator], *,
-                policy: torch.nn.Module | None = None, baseline: str | Sequence[str] | None = None,
-                normalise: bool | Sequence[bool] | None = None, **knobs) -> TrainResult:
+                policy: torch.nn.Module | None = None, **knobs) -> TrainResult:
     """Train R independent runs at once; run r equals a lone run with its settings.
 
     Args:
@@ -273,9 +189,9 @@ def train_batch(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndar
         emb: ``(P, D)`` prompt embeddings (read only by the critic; may be None without one).
         seeds: per-run sampling seeds (ints) or generators.
         policy: a module whose call returns logits ``(R, P, A)`` (default: tabular logits
-            starting at ``ref_logits``); all runs must then share G.
-        baseline, normalise: the older names for ``kind`` ("group" + True = "group_norm").
-        knobs: any field of :class:`TrainConfig`; those in :data:`PER_RUN` may be sequences.
+            starting at ``ref_logits``); all runs must then share num_generations.
+        knobs: fields of :class:`GRPOConfig` over the toy's :data:`DEFAULTS` (see
+            :func:`config`); those in :data:`PER_RUN` may be sequences, one value per run.
 
     Returns:
         :class:`TrainResult`. Taught in chapter 4 (and used by every chapter with many seeds).
@@ -286,32 +202,37 @@ def train_batch(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndar
         raise ValueError(f"rewards {rewards.shape} and ref_logits {ref_logits.shape} must both "
                          "have shape (P, A)")
     seed_list = list(seeds) if isinstance(seeds, Sequence | np.ndarray) else [seeds]
-    if baseline is not None or normalise is not None:
-        b = np.atleast_1d(np.asarray("group" if baseline is None else baseline, dtype=object))
-        n = np.atleast_1d(np.asarray(True if normalise is None else normalise, dtype=object))
-        b, n = np.broadcast_arrays(b, n)
-        for value in b:
-            check_choice(value, "baseline", ("group", "batch", "none"))
-        knobs["kind"] = [_ALIASES[(str(x), bool(y))] for x, y in zip(b, n, strict=True)]
-    unknown = set(knobs) - {f.name for f in fields(TrainConfig)}
+    unknown = set(knobs) - {f.name for f in fields(GRPOConfig)}
     if unknown:
         raise TypeError(f"unknown training knob(s): {', '.join(sorted(unknown))}")
-    defaults = TrainConfig()
+    for name in ("loss_type", "importance_sampling_level"):
+        if isinstance(knobs.get(name), list | tuple | np.ndarray):
+            raise ValueError(f"{name}: one value for all runs in train_batch (per run: "
+                             "train_sequences)")
+    for name, value in _ONE_RUN_ONLY.items():
+        if name in knobs and knobs[name] != value:
+            raise ValueError(f"{name}={knobs[name]!r}: the tabular toy has one-token answers, "
+                             f"one seed per run (seeds) and temperature 1; leave {name} alone")
+    defaults = config(**{k: v for k, v in knobs.items() if k not in PER_RUN})
     runs = _broadcast_runs(len(seed_list), **{k: knobs.get(k, getattr(defaults, k))
                                               for k in PER_RUN})
-    n_runs = len(runs["G"])
+    n_runs = len(runs["num_generations"])
     seed_list = seed_list * n_runs if len(seed_list) == 1 else seed_list
-    cfg = TrainConfig(**(knobs | {k: _one_or_all(v) for k, v in runs.items()}))
+    cfg = config(**(knobs | {k: _one_or_all(v) for k, v in runs.items()}))
     rngs = [s if isinstance(s, np.random.Generator)
             else np.random.default_rng(check_int(s, "seeds", 0)) for s in seed_list]
+    check_int(cfg.max_steps, "max_steps", 0)
     if cfg.use_critic:
         emb = check_array(emb, "emb", min_ndim=2)
         if emb.shape != (rewards.shape[0], D_EMB):
             raise ValueError(f"emb must have shape (P, D) = {(rewards.shape[0], D_EMB)}, "
                              f"got {emb.shape}")
-    Gs = np.array([int(g) for g in runs["G"]])
+    Gs = np.array([int(g) for g in runs["num_generations"]])
+    if cfg.per_device_train_batch_size not in (None, *(len(rewards) * Gs)):
+        raise ValueError(f"per_device_train_batch_size ({cfg.per_device_train_batch_size}) must "
+                         f"be P x num_generations: the toy draws a group for every prompt")
     if policy is not None and len(set(Gs.tolist())) > 1:
-        raise ValueError("with policy=, all runs must share G")
+        raise ValueError("with policy=, all runs must share num_generations")
 
     parts = []  # runs are trained in blocks of equal G: no padding, every block is exact
     for g in dict.fromkeys(Gs.tolist()):
@@ -320,6 +241,10 @@ def train_batch(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndar
         parts.append((sel, _train_block(rewards, emb, ref_logits, [rngs[i] for i in sel], g,
                                         block, cfg, policy)))
     return _assemble(parts, n_runs, Gs, runs, cfg)
+
+
+# knobs of GRPOConfig the tabular toy has no room for: one token per answer, seeds per run
+_ONE_RUN_ONLY = {"mask_truncated_completions": False, "temperature": 1.0, "seed": 42}
 
 
 def _assemble(parts, n_runs, Gs, runs, cfg) -> TrainResult:
@@ -334,8 +259,8 @@ def _assemble(parts, n_runs, Gs, runs, cfg) -> TrainResult:
         return out
 
     metrics = {}
-    for name in METRICS:
-        metrics[name] = np.empty((n_runs, cfg.steps))
+    for name in parts[0][1]["metrics"]:
+        metrics[name] = np.empty((n_runs, cfg.max_steps))
         for sel, part in parts:
             metrics[name][sel] = part["metrics"][name]
     critics = None
@@ -347,7 +272,7 @@ def _assemble(parts, n_runs, Gs, runs, cfg) -> TrainResult:
     return TrainResult(
         logits=gather("logits"), reward=gather("reward"), kl=gather("kl"),
         critic_value=gather("critic_value"), G=Gs, beta=np.array(runs["beta"], dtype=float),
-        config=cfg, critics=critics, metrics=metrics, drawn=gather("drawn"),
+        config=cfg, critics=critics, metrics=metrics, samples_drawn=gather("drawn"),
         policy=parts[0][1]["policy"] if len(parts) == 1 else None)
 
 
@@ -377,7 +302,7 @@ def _redraw_dead(samples, probs, rewards, rngs, max_redraws):
     return samples, extra
 
 
-def _advantages(r: np.ndarray, kinds: np.ndarray, cfg: TrainConfig) -> np.ndarray:
+def _advantages(r: np.ndarray, kinds: np.ndarray, cfg: GRPOConfig) -> np.ndarray:
     """``(R, P, G)`` advantages: TRL's (``scale_rewards``) or each run's ``kind``."""
     R, P, G = r.shape
     if cfg.scale_rewards is not None:
@@ -405,11 +330,12 @@ def kl_term(lp, logp, old_logp, ref_lp, ref_logp, mask, estimator: str,
 
 def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy) -> dict:
     """The loop for R runs that share G (see :func:`train_batch`)."""
-    R, (P, A), T = len(rngs), rewards.shape, cfg.steps
+    R, (P, A), S = len(rngs), rewards.shape, cfg.max_steps
     policy = TabularPolicy(ref_logits, R) if policy is None else policy
-    opt = Adam(list(policy.parameters()), lr=cfg.lr, betas=(0.9, cfg.adam_beta2))
+    opt = Adam(list(policy.parameters()), lr=cfg.learning_rate, betas=(0.9, cfg.adam_beta2))
     ref0 = log_softmax(ref_logits)  # (P, A): the initial reference, for the KL curve
     ref_lp = torch.tensor(np.broadcast_to(ref0, (R, P, A)).copy())  # (R, P, A) pi_ref per run
+    ref_logits_t = torch.tensor(np.broadcast_to(ref_logits, (R, P, A)).copy())  # pi_ref's logits
     betas = np.array(runs["beta"], dtype=float)
     # the KL term's kinds: (estimator, bias correction) -> each run's beta where it applies
     in_loss, in_reward = {}, {}
@@ -422,17 +348,31 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy) -> dict:
     critic = _BatchedCritic(runs["critic_seed"], cfg.critic_lr) if cfg.use_critic else None
     emb_t = torch.tensor(emb, dtype=torch.float32) if cfg.use_critic else None
     rows = np.arange(P)[:, None]
-    reward_curve, kl_curve, drawn = np.empty((R, T + 1)), np.empty((R, T + 1)), np.zeros((R, T + 1))
-    metrics = {name: np.zeros((R, T)) for name in METRICS}
-    uniforms = _uniforms(rngs, T, P, G)
+    reward_curve, kl_curve, drawn = np.empty((R, S + 1)), np.empty((R, S + 1)), np.zeros((R, S + 1))
+    metrics = {name: np.zeros((R, S)) for name in METRICS if not name.startswith("completions")}
+    uniforms = _uniforms(rngs, S, P, G)
+    loss_kwargs = {"epsilon": cfg.epsilon, "epsilon_high": cfg.epsilon_high,  # beta: add_kl
+                   "loss_type": cfg.loss_type, "max_completion_length": cfg.max_completion_length,
+                   "importance_sampling_level": cfg.importance_sampling_level}
 
-    for t in range(T + 1):
+    def forward():  # (R, P G, 1) log pi of the sampled answers (one token each), (R, P, A)
+        lp = torch.log_softmax(policy(), -1)
+        return lp.gather(-1, idx).reshape(R, P * G, 1), lp
+
+    def add_kl(loss, logp, old_logp, lp):  # each run's beta x its KL term: linear in beta
+        for (est, bias), beta_l in in_loss.items():
+            if beta_l.any():
+                loss = loss + beta_l * kl_term(lp, logp, old_logp, ref_lp, ref_logp, mask,
+                                                est, bias, cfg.loss_type)
+        return loss
+
+    for t in range(S + 1):
         with torch.no_grad():
             logits_np = policy().numpy()  # (R, P, A)
         probs, lp_np = softmax(logits_np), log_softmax(logits_np)
         reward_curve[:, t] = (probs * rewards).sum(-1).mean(-1)  # as in evaluate()
         kl_curve[:, t] = (probs * (lp_np - ref0)).sum(-1).mean(-1)
-        if t == T:
+        if t == S:
             break
         # 1. sample a group per prompt from pi_old (the current policy), and score it
         samples = sample_from_uniforms(probs, next(uniforms))  # (R, P, G)
@@ -466,27 +406,17 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy) -> dict:
         adv = adv.reshape(R, P * G)
         ref_logp = sampled_ref.reshape(R, P * G, 1)
         # 4. mu Adam steps on this one batch: the ratio to pi_old moves, the clip may bind
-        for k in range(cfg.num_iterations):
-            lp = torch.log_softmax(policy(), -1)  # (R, P, A)
-            logp = lp.gather(-1, idx).reshape(R, P * G, 1)  # (R, P G, 1): one token per answer
-            if k == 0:  # log pi_old: the sampler's log-probs, fixed for the batch's mu steps
-                old_logp = logp.detach()
-            loss = grpo_loss(logp, old_logp, None, adv, mask, epsilon=cfg.epsilon,
-                             epsilon_high=cfg.epsilon_high, loss_type=cfg.loss_type)  # (R,)
-            for (est, bias), beta_l in in_loss.items():  # the loss is linear in beta
-                if beta_l.any():
-                    loss = loss + beta_l * kl_term(lp, logp, old_logp, ref_lp, ref_logp, mask,
-                                                    est, bias, cfg.loss_type)
-            opt.zero_grad()
-            loss.sum().backward()  # runs are independent: each gets its own gradient
-            opt.step()
-            ratio = importance_ratio(logp.detach(), old_logp, mask)
-            for name, value in clip_metrics(ratio, adv, mask, cfg.epsilon,
-                                            cfg.epsilon_high).items():
-                metrics[name][:, t] += value / cfg.num_iterations
-        if cfg.ref_reset_every and (t + 1) % cfg.ref_reset_every == 0:
+        clip, _, _ = grpo_update(forward, adv, mask, opt, num_iterations=cfg.num_iterations,
+                                 loss_kwargs=loss_kwargs, add_terms=add_kl)
+        for name, value in clip.items():
+            metrics[name][:, t] = value
+        if cfg.sync_ref_model and (t + 1) % cfg.ref_model_sync_steps == 0:
+            # TRL's SyncRefModelCallback (trl/trainer/callbacks.py 135-154): pi_ref's parameters
+            # <- alpha x the policy's + (1 - alpha) x pi_ref's; alpha = 1 is a reset (DeepSeek-R1)
             with torch.no_grad():
-                ref_lp = torch.log_softmax(policy(), -1).clone()
+                alpha = cfg.ref_model_mixup_alpha
+                ref_logits_t = alpha * policy() + (1 - alpha) * ref_logits_t
+                ref_lp = torch.log_softmax(ref_logits_t, -1)
 
     with torch.no_grad():
         final = policy().numpy().copy()
@@ -508,34 +438,3 @@ def _log_batch(metrics, t, r, probs, lp_np, cfg) -> None:
         metrics["reward_std"][:, t] = r.reshape(R, -1).std(-1, ddof=1) if P > 1 else 0.0
         metrics["frac_reward_zero_std"][:, t] = 1.0
     metrics["entropy"][:, t] = -(probs * lp_np).sum(-1).mean(-1)  # mean over prompts (tokens)
-
-
-def train(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndarray,
-          rng: np.random.Generator, steps: int = 300, G: int = 8, beta: float = BETA,
-          baseline: str = "group", normalise: bool = True, use_critic: bool = False,
-          train_critic: bool = True, lr: float = 0.05, *, critic_seed: int = 0,
-          critic_lr: float = 0.05) -> tuple[np.ndarray, Critic]:
-    """One run with the original signature: returns final logits ``(P, A)`` and the critic.
-
-    ``rng`` is consumed as one ``(P, G)`` uniform draw per step. The critic is initialised
-    from ``critic_seed`` (never from torch's global RNG). Taught in chapter 4.
-    """
-    rng = check_rng(rng)
-    res = train_batch(rewards, emb, ref_logits, [rng], G=G, beta=beta, critic_seed=critic_seed,
-                      steps=steps, lr=lr, baseline=baseline, normalise=normalise,
-                      use_critic=use_critic, train_critic=train_critic, critic_lr=critic_lr)
-    return res.logits[0], res.critics[0] if res.critics else Critic(critic_seed)
-
-
-def train_kl_in_reward(rewards: np.ndarray, ref_logits: np.ndarray, rng: np.random.Generator,
-                       steps: int = 300, G: int = 8, beta: float = 0.1,
-                       lr: float = 0.05) -> np.ndarray:
-    """The RLHF/PPO placement of the leash: ``r - beta * (log pi(a) - log pi_ref(a))`` per
-    sample, BEFORE the group baseline and std touch it; no KL term in the loss.
-
-    Returns final logits ``(P, A)``. Taught in chapter 6.
-    """
-    rng = check_rng(rng)
-    res = train_batch(rewards, None, ref_logits, [rng], G=G, beta=beta, steps=steps, lr=lr,
-                      kl_in="reward")
-    return res.logits[0]

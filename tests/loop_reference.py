@@ -64,14 +64,19 @@ def grad_variance(logits, rewards, rng, G=8, kind="group", repeats=400, critic_v
     return float(((g - g.mean(0)) ** 2).sum(axis=(1, 2)).mean())
 
 
-def train(rewards, ref_logits, rng, steps=300, G=8, beta=0.02, lr=0.05, normalise=True):
-    """GRPO with the KL in the loss: one Adam step on a fresh group per prompt per step."""
+def train(rewards, ref_logits, rng, steps=300, G=8, beta=0.02, lr=0.05, normalise=True,
+          kl_in="loss"):
+    """GRPO with the KL in the loss (or, kl_in="reward", RLHF's penalty r - beta (log pi(a) -
+    log pi_ref(a)) before the baseline): one Adam step on a fresh group per prompt per step."""
     logits = torch.tensor(ref_logits.copy(), requires_grad=True)
     opt = torch.optim.Adam([logits], lr=lr)
     ref_lp = torch.log_softmax(torch.tensor(ref_logits), dim=-1)
     for _ in range(steps):
         s = sample_group(logits.detach().numpy(), G, rng)
         r = np.take_along_axis(rewards, s, axis=1)
+        if kl_in == "reward":
+            lp_now = torch.log_softmax(logits.detach(), dim=-1).numpy()
+            r = r - beta * np.take_along_axis(lp_now - ref_lp.numpy(), s, axis=1)
         r_mean = r.mean(axis=1, keepdims=True)
         adv = r - r_mean
         if normalise:
@@ -82,6 +87,6 @@ def train(rewards, ref_logits, rng, steps=300, G=8, beta=0.02, lr=0.05, normalis
         pg = -(torch.tensor(adv, dtype=torch.float32) * chosen).mean()
         kl = (lp.exp() * (lp - ref_lp)).sum(-1).mean()
         opt.zero_grad()
-        (pg + beta * kl).backward()
+        (pg + (beta if kl_in == "loss" else 0.0) * kl).backward()
         opt.step()
     return logits.detach().numpy()

@@ -155,7 +155,7 @@ def test_no_perturbation_beats_the_optimum(beta):
 
 def test_trained_policies_lie_below_the_frontier():
     """No policy has more reward for its KL than the optimum with the same KL."""
-    res = gc.train_batch(R, None, REF, [0, 1], beta=[0.1, 0.5], steps=100)
+    res = gc.train_batch(R, None, REF, [0, 1], beta=[0.1, 0.5], max_steps=100)
     for logits in res.logits:
         kl = gc.exact_kl(logits, REF)
         betas = np.geomspace(1e-3, 1e2, 2000)

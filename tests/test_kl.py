@@ -193,7 +193,8 @@ def test_ratio_times_k3_has_k2s_gradient_at_every_sample():
 
 
 def _train(seeds, steps, **knobs):
-    return gc.train_batch(R, None, REF, seeds, steps=steps, float32_advantages=False, **knobs)
+    return gc.train_batch(R, None, REF, seeds, max_steps=steps, float32_advantages=False,
+                          **knobs)
 
 
 def test_ratio_k3_in_training_is_k2():
@@ -230,10 +231,10 @@ def test_float64_advantages_leave_undrawn_answers_alone():
     # one step from the reference: an answer no sample drew has gradient -pi(a) sum_i A_i,
     # ~1e-16 in float64 and ~1e-7 in float32 (times pi(a)/(P G)); Adam's first step
     # lr g / (|g| + 1e-8) turns the latter into moves of a few thousandths
-    # (TrainConfig.float32_advantages)
+    # (GRPOConfig.float32_advantages)
     moved = {}
     for f32 in (True, False):
-        run = gc.train_batch(R, None, REF, [0], steps=1, beta=0.0, kind="group",
+        run = gc.train_batch(R, None, REF, [0], max_steps=1, beta=0.0, kind="group",
                              float32_advantages=f32)
         moved[f32] = run.logits[0] - REF  # (P, A); logits are shift-invariant per prompt
     drawn = np.abs(moved[False]) > 1e-6  # float64: only drawn answers (and the softmax) move

@@ -20,7 +20,7 @@ def var(kind, G=8, critic_value=None):
 
 
 def run(**kw):
-    return gc.train(REW, EMB, REF, np.random.default_rng(11), **kw)[0]
+    return gc.train_batch(REW, EMB, REF, [np.random.default_rng(11)], **kw).logits[0]
 
 
 def r4(x):
@@ -60,9 +60,9 @@ def test_demo_4(G, v, t):
     assert r4(var("group_norm", G=G)) == v
     if G == 1:  # no signal: Adam amplifies the exact KL's rounding noise, so the last digit
         # depends on the CPU's floating-point kernels (3.0130 on one machine, 3.0129 on another)
-        assert abs(gc.evaluate(run(G=G), REW, REF)[0] - 3.0131) < 5e-4
+        assert abs(gc.evaluate(run(num_generations=G), REW, REF)[0] - 3.0131) < 5e-4
         return
-    assert r4(gc.evaluate(run(G=G), REW, REF)[0]) == t
+    assert r4(gc.evaluate(run(num_generations=G), REW, REF)[0]) == t
 
 
 @pytest.mark.parametrize("beta, t, k", [(0.0, 5.5393, 2.5190), (0.02, 5.5390, 2.5183),
@@ -74,7 +74,7 @@ def test_demo_5_kl_in_loss(beta, t, k):
 
 @pytest.mark.parametrize("beta, t, k", [(0.1, 5.4884, 1.8684), (0.5, 5.3146, 1.2440)])
 def test_demo_5_kl_in_reward(beta, t, k):
-    pol = gc.train_kl_in_reward(REW, REF, np.random.default_rng(11), beta=beta)
+    pol = run(beta=beta, kl_in="reward")
     assert tuple(map(r4, gc.evaluate(pol, REW, REF))) == (t, k)
 
 
@@ -87,7 +87,7 @@ def test_demo_6():
     np.testing.assert_array_equal(np.round(gc.batch_advantages(r, False).mean(axis=1), 3),
                                   [3.018, 0.261, 1.574, -1.070, -1.564, -2.220])
     assert (r4(var("group")), r4(var("batch"))) == (2.1146, 3.6445)
-    g, b = run(), run(baseline="batch")
+    g, b = run(), run(kind="batch_norm")
     per_g = gc.expected_reward(g, REW, per_prompt=True)
     per_b = gc.expected_reward(b, REW, per_prompt=True)
     np.testing.assert_array_equal(np.round(REW.max(axis=1), 3),
@@ -100,7 +100,8 @@ def test_demo_6():
 def test_demo_7():
     s = gc.sample_group(REF, 1, np.random.default_rng(3))
     assert np.all(gc.group_advantages(np.take_along_axis(REW, s, axis=1)) == 0.0)
-    assert abs(gc.evaluate(run(G=1), REW, REF)[0] - 3.0131) < 5e-4  # rounding noise only
+    g1 = run(num_generations=1)
+    assert abs(gc.evaluate(g1, REW, REF)[0] - 3.0131) < 5e-4  # rounding noise only
     s = gc.sample_group(REF, 8, np.random.default_rng(3))
     r = np.take_along_axis(REW, s, axis=1)
     assert (round(r[0].std(), 3), round(r[5].std(), 3)) == (2.291, 0.601)

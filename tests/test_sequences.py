@@ -192,19 +192,19 @@ def test_kl_gradients(world):
 
 
 def test_training_raises_reward_and_runs_are_independent(world):
-    out = sq.train_sequences(world, [0, 1, 2, 3], steps=40, lr=0.05, loss_type="dapo")
-    assert out["reward"].shape == (4, 41) and out["clip_ratio"].shape == (4, 40)
+    out = sq.train_sequences(world, [0, 1, 2, 3], max_steps=40, learning_rate=0.05,
+                             loss_type="dapo")
+    assert out["reward"].shape == (4, 41) and out["clip_ratio/region_mean"].shape == (4, 40)
     assert np.all(out["reward"][:, -1] > out["reward"][:, 0] + 0.2)
-    assert np.all(out["clip_ratio"] == 0)  # mu = 1: the ratio is exactly 1
-    one = sq.train_sequences(world, [2], steps=40, lr=0.05, loss_type="dapo")
+    one = sq.train_sequences(world, [2], max_steps=40, learning_rate=0.05, loss_type="dapo")
     assert np.allclose(one["reward"][0], out["reward"][2], atol=1e-12)
 
 
 def test_training_mu_and_gspo(world):
     for level in ("token", "sequence"):
-        out = sq.train_sequences(world, [0, 1], steps=10, num_iterations=4, lr=0.1,
-                                 importance_sampling_level=level, beta=0.04)
-        assert np.all(out["clip_ratio"][:, 1:].mean(1) > 0)
+        out = sq.train_sequences(world, [0, 1], max_steps=10, num_iterations=4,
+                                 learning_rate=0.1, importance_sampling_level=level, beta=0.04)
+        assert np.all(out["clip_ratio/region_mean"][:, 1:].mean(1) > 0)
         assert np.all(out["kl"][:, -1] > 0)
 
 
@@ -221,7 +221,11 @@ def test_training_mu_and_gspo(world):
                              torch.Generator()), "generators"),
     (lambda: sq.sample_batch(sq.make_sequence_world(2, 3), torch.zeros(7, 3), 4,
                              np.random.default_rng(0)), "generators"),
-    (lambda: sq.train_sequences(sq.make_sequence_world(2, 3), [0], steps=0), "steps"),
+    (lambda: sq.train_sequences(sq.make_sequence_world(2, 3), [0], max_steps=0), "max_steps"),
+    (lambda: sq.train_sequences(sq.make_sequence_world(2, 3), [0], kl_estimator="exact"),
+     "KL in the loss"),
+    (lambda: sq.train_sequences(sq.make_sequence_world(2, 3), [0], num_generations=1),
+     "num_generations"),
 ])
 def test_bad_arguments_raise_value_error(call, match):
     with pytest.raises(ValueError, match=match):
@@ -244,17 +248,57 @@ def test_dr_grpo_update_is_a_constant_times_the_policy_gradient(world):
 
 
 def test_per_run_settings_equal_lone_runs(world):
-    mixed = sq.train_sequences(world, [3, 3, 3], steps=15, loss_type=["grpo", "dapo", "dapo"],
+    mixed = sq.train_sequences(world, [3, 3, 3], max_steps=15,
+                               loss_type=["grpo", "dapo", "dapo"],
                                mask_truncated_completions=[False, True, False],
                                soft_punish_cache=[0, 0, 2], record_every=5)
     for b, kw in enumerate(({"loss_type": "grpo"},
                             {"loss_type": "dapo", "mask_truncated_completions": True},
                             {"loss_type": "dapo", "soft_punish_cache": 2})):
-        lone = sq.train_sequences(world, [3], steps=15, record_every=5, **kw)
+        lone = sq.train_sequences(world, [3], max_steps=15, record_every=5, **kw)
         assert torch.equal(mixed["logits"][b], lone["logits"][0]), kw
         assert np.array_equal(mixed["reward"][b], lone["reward"][0])
     with pytest.raises(ValueError, match="loss_type"):
-        sq.train_sequences(world, [0, 1], steps=2, loss_type=["grpo"])
+        sq.train_sequences(world, [0, 1], max_steps=2, loss_type=["grpo"])
+
+
+@pytest.mark.parametrize("level", ["token", "sequence"])
+def test_clip_metrics_match_a_hand_written_step(world, level):
+    """Step 0 of a mu = 2 run, by hand with torch's Adam: the ratio after the first step, and
+    TRL's clip counts (below 1 - eps where A < 0, above 1 + eps_high where A > 0), a masked
+    mean over tokens (per sequence at the sequence level). Two runs with different loss types
+    go through two grpo_loss calls: each is pinned."""
+    eps, eps_high, lr = 0.05, 0.1, 0.3
+    out = sq.train_sequences(world, [3, 4], max_steps=1, num_iterations=2, learning_rate=lr,
+                             epsilon=eps, epsilon_high=eps_high, loss_type=["dapo", "grpo"],
+                             importance_sampling_level=level)
+    for b, (seed, lt) in enumerate(((3, "dapo"), (4, "grpo"))):
+        g = torch.Generator().manual_seed(seed)
+        u = torch.rand(1, 8, world.max_len, generator=g, dtype=torch.float64)
+        theta = world.ref_logits.clone().requires_grad_(True)
+        idx = sq._draw(world, theta.detach()[None], [g], 8, u)[0]  # (8,)
+        r = sq.rewards(world)[idx.numpy()]
+        adv = torch.from_numpy(gc.trl_advantages(r, 8, "group"))
+        mask = world.mask[idx]
+        opt = torch.optim.Adam([theta], lr=lr)
+        old = sq.token_logps(world, theta, idx).detach()
+        gc.grpo_loss(sq.token_logps(world, theta, idx), old, None, adv, mask, epsilon=eps,
+                     epsilon_high=eps_high, loss_type=lt,
+                     importance_sampling_level=level).backward()
+        opt.step()
+        with torch.no_grad():
+            log_ratio = sq.token_logps(world, theta, idx) - old  # (8, L)
+        if level == "sequence":
+            ratio = ((log_ratio * mask).sum(1) / mask.sum(1)).exp()[:, None]  # (8, 1)
+            weight = torch.ones_like(ratio)  # one vote per sequence
+        else:
+            ratio, weight = log_ratio.exp(), mask
+        A = adv[:, None]
+        low, high = (ratio < 1 - eps) & (A < 0), (ratio > 1 + eps_high) & (A > 0)
+        assert low.any() and high.any()
+        for name, hit in (("low", low), ("high", high), ("region", low | high)):
+            want = float((hit * weight).sum() / weight.sum()) / 2  # step 1's ratio is 1
+            assert out[f"clip_ratio/{name}_mean"][b, 0] == pytest.approx(want, rel=1e-12)
 
 
 def test_token_by_token_sampler_draws_pi(tiny):

@@ -94,7 +94,8 @@ def test_training_through_train_batch_raises_the_train_pass_rate():
     R = 4
     pol = SharedPolicy(F, R, seed=0)
     ref = pol.initial_logits()
-    res = gc.train_batch(REW, None, ref, list(range(R)), policy=pol, G=8, steps=100,
+    res = gc.train_batch(REW, None, ref, list(range(R)), policy=pol, num_generations=8,
+                         max_steps=100,
                          scale_rewards="group", beta=0.0)
     assert res.reward.shape == (R, 101)
     np.testing.assert_allclose(res.reward[:, 0], gc.pass_rate(ref, REW).mean())
@@ -130,7 +131,8 @@ def test_a_per_prompt_factor_cancels_in_the_tabular_toy_but_not_with_shared_weig
 
     def pass_rates(rewards, shared):
         pol = SharedPolicy(F, 4, seed=0) if shared else None
-        res = gc.train_batch(rewards, None, ref, [0, 1, 2, 3], policy=pol, G=8, steps=30,
+        res = gc.train_batch(rewards, None, ref, [0, 1, 2, 3], policy=pol, num_generations=8,
+                             max_steps=30,
                              scale_rewards="none", beta=0.0)
         return gc.pass_rate(res.logits, REW)  # (4, P)
 

@@ -11,53 +11,72 @@ W = gc.toy_world(0)
 ARGS = (W.rewards, W.emb, W.ref_logits)
 
 
+def lone(seed, **knobs):
+    """One run: its final logits (P, A) and its critic (None without one)."""
+    res = gc.train_batch(*ARGS, [np.random.default_rng(seed)], **knobs)
+    return res.logits[0], res.critics[0] if res.critics else None
+
+
 def test_train_matches_a_plain_loop_with_torch_adam():
-    ours, _ = gc.train(*ARGS, np.random.default_rng(11), steps=60)
+    ours, _ = lone(11, max_steps=60)
     loop = ref_impl.train(W.rewards, W.ref_logits, np.random.default_rng(11), steps=60)
     np.testing.assert_allclose(ours, loop, atol=1e-12)
 
 
 def test_batched_runs_equal_lone_runs_bit_for_bit():
     seeds, Gs, betas = [0, 1, 11, 11, 5], [8, 8, 1, 32, 3], [0.02, 0.0, 0.5, 2.0, 0.1]
-    batch = gc.train_batch(*ARGS, seeds, G=Gs, beta=betas, steps=80)
+    batch = gc.train_batch(*ARGS, seeds, num_generations=Gs, beta=betas, max_steps=80)
     for b, (s, G, beta) in enumerate(zip(seeds, Gs, betas, strict=True)):
-        alone, _ = gc.train(*ARGS, np.random.default_rng(s), steps=80, G=G, beta=beta)
+        alone, _ = lone(s, max_steps=80, num_generations=G, beta=beta)
         np.testing.assert_array_equal(batch.logits[b], alone)
         np.testing.assert_array_equal(batch.reward[b, -1], gc.evaluate(alone, W.rewards,
                                                                         W.ref_logits)[0])
 
 
-@pytest.mark.parametrize("options", [dict(baseline="batch"), dict(baseline="none"),
-                                     dict(normalise=False), dict(kl_in="reward")])
+@pytest.mark.parametrize("options", [dict(kind="batch_norm"), dict(kind="none"),
+                                     dict(kind="group"), dict(kl_in="reward"),
+                                     dict(scale_rewards="batch")])
 def test_batched_equals_alone_for_every_option(options):
-    batch = gc.train_batch(*ARGS, [3, 4], G=[4, 8], beta=[0.1, 0.5], steps=40, **options)
+    batch = gc.train_batch(*ARGS, [3, 4], num_generations=[4, 8], beta=[0.1, 0.5], max_steps=40,
+                           **options)
     for b, (s, G, beta) in enumerate(((3, 4, 0.1), (4, 8, 0.5))):
-        alone = gc.train_batch(*ARGS, s, G=G, beta=beta, steps=40, **options)
+        alone = gc.train_batch(*ARGS, s, num_generations=G, beta=beta, max_steps=40, **options)
         np.testing.assert_array_equal(batch.logits[b], alone.logits[0])
 
 
 def test_one_batch_can_mix_baselines_normalisation_and_kl_placement():
-    opts = dict(baseline=["group", "batch", "none", "group"], normalise=[True, False, True, False],
+    opts = dict(kind=["group_norm", "batch", "none", "group"],
                 kl_in=["reward", "loss", "loss", "reward"])
-    batch = gc.train_batch(*ARGS, [1, 2, 3, 4], G=[2, 8, 8, 4], beta=0.3, steps=40, **opts)
+    batch = gc.train_batch(*ARGS, [1, 2, 3, 4], num_generations=[2, 8, 8, 4], beta=0.3,
+                           max_steps=40, **opts)
     for b in range(4):
-        alone = gc.train_batch(*ARGS, b + 1, G=[2, 8, 8, 4][b], beta=0.3, steps=40,
-                               **{k: v[b] for k, v in opts.items()})
+        alone = gc.train_batch(*ARGS, b + 1, num_generations=[2, 8, 8, 4][b], beta=0.3,
+                               max_steps=40, **{k: v[b] for k, v in opts.items()})
         np.testing.assert_array_equal(batch.logits[b], alone.logits[0])
     assert batch.config.kl_in == ("reward", "loss", "loss", "reward")
+    assert batch.config.kind == ("group_norm", "batch", "none", "group")
 
 
-def test_kl_in_reward_is_the_seed_placement():
-    a = gc.train_kl_in_reward(W.rewards, W.ref_logits, np.random.default_rng(2), steps=30)
-    b = gc.train_batch(*ARGS, 2, beta=0.1, steps=30, kl_in="reward").logits[0]
-    np.testing.assert_array_equal(a, b)
+@pytest.mark.parametrize("normalise", [True, False])
+def test_kl_in_reward_matches_a_plain_loop_that_penalises_the_reward(normalise):
+    """The RLHF placement against an independent loop: r - beta (log pi(a) - log pi_ref(a))
+    per sample, before the group baseline; nothing in the loss. Fails if the penalty's sign,
+    its estimator or its place (before the baseline) is wrong."""
+    kind = "group_norm" if normalise else "group"
+    ours = gc.train_batch(*ARGS, [np.random.default_rng(2)], beta=0.5, max_steps=30,
+                          kl_in="reward", kind=kind).logits[0]
+    loop = ref_impl.train(W.rewards, W.ref_logits, np.random.default_rng(2), steps=30, beta=0.5,
+                          normalise=normalise, kl_in="reward")
+    np.testing.assert_allclose(ours, loop, atol=1e-6)
+    in_loss = ref_impl.train(W.rewards, W.ref_logits, np.random.default_rng(2), steps=30,
+                             beta=0.5, normalise=normalise)
+    assert np.abs(in_loss - loop).max() > 1e-2  # the placement matters at this beta
 
 
 def test_critic_runs_batched_equal_alone():
-    batch = gc.train_batch(*ARGS, [1, 2], critic_seed=[7, 8], steps=40, use_critic=True)
+    batch = gc.train_batch(*ARGS, [1, 2], critic_seed=[7, 8], max_steps=40, use_critic=True)
     for b, (s, c) in enumerate(((1, 7), (2, 8))):
-        logits, critic = gc.train(*ARGS, np.random.default_rng(s), steps=40, use_critic=True,
-                                  critic_seed=c)
+        logits, critic = lone(s, max_steps=40, use_critic=True, critic_seed=c)
         np.testing.assert_allclose(batch.logits[b], logits, atol=1e-6)
         with torch.no_grad():
             v = critic(torch.tensor(W.emb, dtype=torch.float32)).numpy()
@@ -65,7 +84,7 @@ def test_critic_runs_batched_equal_alone():
 
 
 def test_training_raises_expected_reward_for_every_g_at_least_2():
-    res = gc.train_batch(*ARGS, range(8), G=[2, 2, 2, 4, 4, 4, 8, 8], steps=300)
+    res = gc.train_batch(*ARGS, range(8), num_generations=[2, 2, 2, 4, 4, 4, 8, 8])
     t0 = gc.evaluate(W.ref_logits, W.rewards, W.ref_logits)[0]
     assert np.all(res.reward[:, -1] > t0 + 2.0)
     assert np.all(res.reward[:, -1] < gc.best_reward(W.rewards))
@@ -73,13 +92,13 @@ def test_training_raises_expected_reward_for_every_g_at_least_2():
 
 
 def test_g_equals_1_leaves_the_reward_at_the_reference():
-    res = gc.train_batch(*ARGS, range(4), G=1, steps=300)
+    res = gc.train_batch(*ARGS, range(4), num_generations=1)
     t0 = gc.evaluate(W.ref_logits, W.rewards, W.ref_logits)[0]
     assert np.all(np.abs(res.reward[:, -1] - t0) < 1e-3)
 
 
 def test_stronger_leash_means_smaller_kl():
-    res = gc.train_batch(*ARGS, 0, beta=[0.0, 0.5, 2.0], steps=300)
+    res = gc.train_batch(*ARGS, 0, beta=[0.0, 0.5, 2.0])
     assert res.kl[0, -1] > res.kl[1, -1] > res.kl[2, -1]
 
 
@@ -91,9 +110,9 @@ def test_critic_is_seeded_not_global():
         assert torch.equal(p, q)
     assert gc.n_params(c1) == 161
     torch.manual_seed(123)  # global state must not matter
-    a, _ = gc.train(*ARGS, np.random.default_rng(0), steps=20, use_critic=True)
+    a, _ = lone(0, max_steps=20, use_critic=True)
     torch.manual_seed(999)
-    b, _ = gc.train(*ARGS, np.random.default_rng(0), steps=20, use_critic=True)
+    b, _ = lone(0, max_steps=20, use_critic=True)
     np.testing.assert_array_equal(a, b)
 
 
@@ -104,21 +123,20 @@ def test_trained_critic_learns_the_values():
 
 
 def test_untrained_critic_stays_at_its_initialisation():
-    _, critic = gc.train(*ARGS, np.random.default_rng(0), steps=10, use_critic=True,
-                         train_critic=False)
+    _, critic = lone(0, max_steps=10, use_critic=True, train_critic=False)
     for p, q in zip(critic.parameters(), gc.Critic(seed=0).parameters(), strict=True):
         assert torch.equal(p, q)
 
 
 def test_curves_and_samples_drawn():
-    res = gc.train_batch(*ARGS, [0, 1], G=[2, 8], steps=5)
+    res = gc.train_batch(*ARGS, [0, 1], num_generations=[2, 8], max_steps=5)
     assert res.reward.shape == res.kl.shape == res.samples_drawn.shape == (2, 6)
     np.testing.assert_array_equal(res.samples_drawn[:, -1], [10, 40])
 
 
 def test_generator_is_consumed_exactly():
     rng = np.random.default_rng(0)
-    gc.train(*ARGS, rng, steps=37, G=3)
+    gc.train_batch(*ARGS, [rng], max_steps=37, num_generations=3)
     ref = np.random.default_rng(0)
     ref.random((37, 6, 3))
     assert rng.random() == ref.random()
@@ -127,49 +145,136 @@ def test_generator_is_consumed_exactly():
 def test_train_simple_is_the_batched_loop_for_one_seed():
     for kw in ({}, {"num_iterations": 3, "epsilon_high": 0.28}):
         simple = gc.train_simple(W.rewards, W.ref_logits, 11, steps=40, **kw)
-        batched = gc.train_batch(W.rewards, None, W.ref_logits, 11, steps=40, **kw).logits[0]
+        batched = gc.train_batch(W.rewards, None, W.ref_logits, 11, max_steps=40,
+                                 **kw).logits[0]
         np.testing.assert_allclose(simple, batched, rtol=1e-9, atol=1e-12)  # summation order
 
 
 def test_mu_above_1_moves_the_ratio_and_the_clip_binds():
-    res = gc.train_batch(*ARGS, range(4), steps=30, num_iterations=4, beta=0.0)
-    one = gc.train_batch(*ARGS, range(4), steps=30, beta=0.0)
+    res = gc.train_batch(*ARGS, range(4), max_steps=30, num_iterations=4, beta=0.0)
+    one = gc.train_batch(*ARGS, range(4), max_steps=30, beta=0.0)
     assert (res.metrics["clip_ratio/region_mean"].mean(1) > 0).all()
-    assert (one.metrics["clip_ratio/region_mean"] == 0).all()  # mu = 1: ratio exactly 1
     assert (res.reward[:, -1] > one.reward[:, -1]).all()  # 4 steps per batch learn faster
 
 
+def _sampled_rewards(rewards, seed, steps, **knobs):
+    """The rewards ``(steps, P, G)`` each step of a lone run drew, re-derived from the logits
+    after each step (train_batch with fewer steps) and the run's uniforms."""
+    rng, out, G = np.random.default_rng(seed), [], knobs.get("num_generations", 8)
+    u = rng.random((steps, len(rewards), G))
+    for t in range(steps):
+        logits = W.ref_logits if t == 0 else gc.train_batch(
+            rewards, None, W.ref_logits, seed, max_steps=t, **knobs).logits[0]
+        samples = gc.sample_from_uniforms(gc.softmax(logits), u[t])
+        out.append(np.take_along_axis(rewards, samples, axis=1))
+    return np.stack(out)
+
+
 def test_metrics_have_trl_names_and_match_their_definitions():
-    res = gc.train_batch(*ARGS, [0, 1], steps=5)
-    assert set(res.metrics) == set(gc.training.METRICS)
-    assert all(v.shape == (2, 5) for v in res.metrics.values())
-    assert (res.metrics["frac_reward_zero_std"] == 0).all()  # continuous rewards never tie
+    """reward, reward_std, frac_reward_zero_std against their definitions on the rewards the
+    run drew (binary rewards: some groups tie); entropy of the policy; clip metrics 0 at mu = 1."""
+    rewards = (W.rewards > np.quantile(W.rewards, 0.8, axis=1, keepdims=True)).astype(float)
+    knobs = dict(num_generations=4, beta=0.0)
+    res = gc.train_batch(rewards, None, W.ref_logits, [5], max_steps=3, **knobs)
+    assert list(res.metrics) == [m for m in gc.METRICS if not m.startswith("completions")]
+    r = _sampled_rewards(rewards, 5, 3, **knobs)  # (steps, P, G)
+    flat = r.reshape(3, -1)
+    np.testing.assert_allclose(res.metrics["reward"][0], flat.mean(-1), rtol=1e-12)
+    np.testing.assert_allclose(res.metrics["reward_std"][0], flat.std(-1, ddof=1), rtol=1e-12)
+    dead = (r.max(-1) == r.min(-1)).mean(-1)  # the fraction of groups whose rewards all tie
+    assert dead.max() > 0 and dead.min() < 1
+    np.testing.assert_allclose(res.metrics["frac_reward_zero_std"][0], dead, rtol=1e-12)
     ent0 = -(gc.softmax(W.ref_logits) * gc.log_softmax(W.ref_logits)).sum(-1).mean()
-    np.testing.assert_allclose(res.metrics["entropy"][:, 0], ent0, rtol=1e-12)
-    np.testing.assert_array_equal(res.samples_drawn[0], 8 * np.arange(6))
+    np.testing.assert_allclose(res.metrics["entropy"][0, 0], ent0, rtol=1e-12)
+    np.testing.assert_array_equal(res.samples_drawn[0], 4 * np.arange(4))
+
+
+def test_g_equals_1_metrics_are_a_group_of_one():
+    res = gc.train_batch(*ARGS, [3], num_generations=1, max_steps=2, beta=0.0)
+    r = _sampled_rewards(W.rewards, 3, 2, num_generations=1, beta=0.0).reshape(2, -1)
+    np.testing.assert_allclose(res.metrics["reward"][0], r.mean(-1), rtol=1e-12)
+    np.testing.assert_allclose(res.metrics["reward_std"][0], r.std(-1, ddof=1), rtol=1e-12)
+    assert (res.metrics["frac_reward_zero_std"] == 1).all()
+
+
+def test_clip_metrics_at_mu_above_1_match_a_hand_computation():
+    """Step 0 of a mu = 2 run: the ratio after the first Adam step, clipped where the clip
+    binds (below 1 - eps with A < 0, above 1 + eps_high with A > 0), by hand."""
+    knobs = dict(num_iterations=2, epsilon=0.01, epsilon_high=0.02, beta=0.0, learning_rate=0.5)
+    res = gc.train_batch(*ARGS, [7], max_steps=1, **knobs)
+    u = np.random.default_rng(7).random((6, 8))
+    samples = gc.sample_from_uniforms(gc.softmax(W.ref_logits), u)
+    adv = gc.group_advantages(np.take_along_axis(W.rewards, samples, 1)).astype(np.float32)
+    logits = torch.tensor(W.ref_logits, requires_grad=True)
+    opt = torch.optim.Adam([logits], lr=0.5)
+    logp = torch.log_softmax(logits, -1).gather(1, torch.tensor(samples))
+    (-(torch.tensor(adv, dtype=torch.float64) * logp).mean()).backward()  # ratio 1: REINFORCE
+    opt.step()
+    with torch.no_grad():
+        ratio = (torch.log_softmax(logits, -1).gather(1, torch.tensor(samples)) - logp).exp()
+    ratio, a = ratio.numpy(), adv
+    low, high = (ratio < 0.99) & (a < 0), (ratio > 1.02) & (a > 0)
+    assert low.any() and high.any()
+    for name, hit in (("low", low), ("high", high), ("region", low | high)):
+        np.testing.assert_allclose(res.metrics[f"clip_ratio/{name}_mean"][0, 0],
+                                   hit.mean() / 2, rtol=1e-12)  # step 2's; step 1's is 0
+
+
+def test_trl_advantages_zero_dead_groups_exactly_at_g3():
+    """With G = 3 the mean of equal rewards is not exact (0.1 + 0.1 + 0.1 != 0.3): a dead group's
+    advantages are 0 only because trl_advantages sets them so (TRL's std is 0 there)."""
+    r = np.array([0.1, 0.1, 0.1, 1.0, 0.0, 0.5])
+    assert (r[:3] - r[:3].mean() != 0).any()  # the residue the zeroing removes
+    adv = gc.trl_advantages(r, 3, "group")
+    assert (adv[:3] == 0).all()
+    res = gc.train_batch(np.full((6, 12), 0.1), None, W.ref_logits, [0], num_generations=3,
+                         scale_rewards="group", max_steps=3, beta=0.0)
+    np.testing.assert_array_equal(res.logits[0], W.ref_logits)  # dead groups move nothing
 
 
 def test_dynamic_sampling_redraws_dead_groups_and_counts_them():
     rewards = (W.rewards > np.quantile(W.rewards, 0.8, axis=1, keepdims=True)).astype(float)
-    plain = gc.train_batch(rewards, None, W.ref_logits, [0, 1], steps=10, G=4, beta=0.0)
-    dyn = gc.train_batch(rewards, None, W.ref_logits, [0, 1], steps=10, G=4, beta=0.0,
-                         dynamic_sampling=True)
+    plain = gc.train_batch(rewards, None, W.ref_logits, [0, 1], max_steps=10, num_generations=4,
+                           beta=0.0)
+    dyn = gc.train_batch(rewards, None, W.ref_logits, [0, 1], max_steps=10, num_generations=4,
+                         beta=0.0, dynamic_sampling=True)
     assert plain.metrics["frac_reward_zero_std"].mean() > 0.2
     assert dyn.metrics["frac_reward_zero_std"].mean() < plain.metrics["frac_reward_zero_std"].mean()
     assert (dyn.samples_drawn[:, -1] > plain.samples_drawn[:, -1]).all()
 
 
 def test_ref_reset_releases_the_leash():
-    kw = dict(steps=60, beta=0.5)
+    kw = dict(max_steps=60, beta=0.5)
     frozen = gc.train_batch(*ARGS, [0], **kw)
-    reset = gc.train_batch(*ARGS, [0], ref_reset_every=10, **kw)
+    reset = gc.train_batch(*ARGS, [0], sync_ref_model=True, ref_model_sync_steps=10,
+                           ref_model_mixup_alpha=1.0, **kw)
     assert reset.kl[0, -1] > frozen.kl[0, -1]  # KL to the initial reference grows past the leash
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.6])
+def test_ref_sync_is_trls_mixup_every_k_steps(alpha):
+    """TRL's SyncRefModelCallback: after step K (and 2K, ...), pi_ref's parameters (the toy's
+    logits) <- alpha x the policy's + (1 - alpha) x pi_ref's. The logged k3 ``kl`` of step K
+    reads the new reference; recomputed here by hand from the logits after K steps."""
+    K, kw = 5, dict(beta=0.5, kl_estimator="exact")
+    synced = gc.train_batch(*ARGS, [4], max_steps=K + 1, sync_ref_model=True,
+                            ref_model_sync_steps=K, ref_model_mixup_alpha=alpha, **kw)
+    frozen = gc.train_batch(*ARGS, [4], max_steps=K + 1, **kw)
+    np.testing.assert_array_equal(synced.metrics["kl"][:, :K], frozen.metrics["kl"][:, :K])
+    logits = gc.train_batch(*ARGS, [4], max_steps=K, **kw).logits[0]  # the policy after K steps
+    ref = gc.log_softmax(alpha * logits + (1 - alpha) * W.ref_logits)
+    u = np.random.default_rng(4).random((K + 1, 6, 8))[K]
+    samples = gc.sample_from_uniforms(gc.softmax(logits), u)
+    lp, rp = (np.take_along_axis(x, samples, 1) for x in (gc.log_softmax(logits), ref))
+    k3 = (np.exp(rp - lp) - (rp - lp) - 1).mean()
+    np.testing.assert_allclose(synced.metrics["kl"][0, K], k3, rtol=1e-10)
+    assert abs(frozen.metrics["kl"][0, K] - k3) > 1e-4
 
 
 def test_kl_estimators_in_the_loss_and_the_reward_train():
     for kw in ({"kl_estimator": "k3"}, {"kl_estimator": "k2"},
                {"kl_estimator": "k1", "kl_in": "reward"}):
-        res = gc.train_batch(*ARGS, [0], steps=30, beta=0.1, **kw)
+        res = gc.train_batch(*ARGS, [0], max_steps=30, beta=0.1, **kw)
         assert res.reward[0, -1] > res.reward[0, 0] + 0.5
         assert (res.metrics["kl"][0, 1:] > 0).all()
 
@@ -177,7 +282,32 @@ def test_kl_estimators_in_the_loss_and_the_reward_train():
 @pytest.mark.parametrize("knob,value", [("num_iterations", 0), ("epsilon", 0.0),
                                         ("loss_type", "sum"), ("kl_estimator", "k4"),
                                         ("scale_rewards", "std"), ("adam_beta2", 1.0),
-                                        ("ref_reset_every", 0), ("kind", "critic")])
+                                        ("ref_model_sync_steps", 0), ("kind", "critic"),
+                                        ("max_steps", -1), ("temperature", 0.7),
+                                        ("seed", 3), ("mask_truncated_completions", True),
+                                        ("loss_type", ("dapo", "grpo")),
+                                        ("per_device_train_batch_size", 8)])
 def test_bad_knobs_name_themselves(knob, value):
     with pytest.raises(ValueError, match=knob):
-        gc.train_batch(*ARGS, [0], steps=1, **{knob: value})
+        gc.train_batch(*ARGS, [0], **({"max_steps": 1} | {knob: value}))
+
+
+def test_unknown_knobs_and_the_old_names_are_refused():
+    for old in ("G", "lr", "steps", "baseline", "normalise", "ref_reset_every"):
+        with pytest.raises(TypeError, match=old):
+            gc.train_batch(*ARGS, [0], **{old: 1})
+
+
+def test_the_toy_defaults_and_the_advantage_switch():
+    """train_batch's config: the toy's DEFAULTS over GRPOConfig's; scale_rewards switches the
+    advantage to TRL's (kind None), kind to the book's (scale_rewards None)."""
+    cfg = gc.training.config()
+    assert (cfg.learning_rate, cfg.max_steps, cfg.beta, cfg.kind) == (0.05, 300, 0.02,
+                                                                     "group_norm")
+    assert cfg.scale_rewards is None and cfg.kl_estimator == "exact" and cfg.float32_advantages
+    trl = gc.training.config(scale_rewards="batch")
+    assert trl.kind is None and trl.scale_rewards == "batch"
+    with pytest.raises(ValueError, match="exclusive"):
+        gc.training.config(scale_rewards="group", kind="group")
+    res = gc.train_batch(*ARGS, [0], max_steps=2, per_device_train_batch_size=48)
+    assert res.config.per_device_train_batch_size == 48

@@ -1,0 +1,117 @@
+"""grpo_update: mu optimiser steps on one batch, against a hand-written loop and TRL's metrics."""
+
+import numpy as np
+import pytest
+import torch
+
+import grpo_core as gc
+from grpo_core.optim import Adam
+
+
+def _batch(R=3, B=6, T=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    theta = torch.randn(R, B, T, 5, generator=g, dtype=torch.float64)  # free logits per token
+    tok = torch.randint(0, 5, (R, B, T), generator=g)
+    adv = torch.randn(R, B, generator=g, dtype=torch.float64)
+    mask = (torch.rand(R, B, T, generator=g) < 0.8).double()
+    mask[..., 0] = 1.0
+    ref = torch.log_softmax(torch.randn(R, B, T, 5, generator=g, dtype=torch.float64), -1)
+    return theta, tok, adv, mask, ref.gather(-1, tok[..., None]).squeeze(-1)
+
+
+def _logp(theta, tok):
+    return torch.log_softmax(theta, -1).gather(-1, tok[..., None]).squeeze(-1)
+
+
+@pytest.mark.parametrize("mu, level", [(1, "token"), (3, "token"), (3, "sequence")])
+def test_grpo_update_is_mu_steps_of_torch_adam_on_grpo_loss(mu, level):
+    """Oracle: a plain loop with torch.optim.Adam; pi_old is the batch's first log-probs; the
+    clip metrics are TRL's (grpo_trainer.py 3272-3279) averaged over the mu steps, by hand."""
+    theta, tok, adv, mask, ref = _batch()
+    kw = dict(beta=0.1, epsilon=0.05, epsilon_high=0.1, importance_sampling_level=level)
+    ours = theta.clone().requires_grad_(True)
+    clip, old, aux = gc.grpo_update(lambda: (_logp(ours, tok), "aux"), adv, mask,
+                                    Adam([ours], lr=0.3), num_iterations=mu, loss_kwargs=kw,
+                                    ref_logp=ref)
+    hand = theta.clone().requires_grad_(True)
+    opt = torch.optim.Adam([hand], lr=0.3)
+    old_hand = _logp(hand, tok).detach()
+    want = {"low": np.zeros(3), "high": np.zeros(3), "region": np.zeros(3)}
+    for _ in range(mu):
+        logp = _logp(hand, tok)
+        loss = gc.grpo_loss(logp, old_hand, ref, adv, mask, **kw).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        lr_ = (logp.detach() - old_hand)
+        if level == "sequence":
+            ratio = ((lr_ * mask).sum(-1) / mask.sum(-1)).exp()[..., None]
+            w = torch.ones_like(ratio)
+        else:
+            ratio, w = lr_.exp(), mask
+        A = adv[..., None]
+        low, high = (ratio < 0.95) & (A < 0), (ratio > 1.1) & (A > 0)
+        for name, hit in (("low", low), ("high", high), ("region", low | high)):
+            want[name] += ((hit * w).sum((-2, -1)) / w.sum((-2, -1))).numpy() / mu
+    torch.testing.assert_close(ours, hand, rtol=0, atol=1e-12)
+    assert torch.equal(old, old_hand) and aux == "aux"
+    for name in ("low", "high", "region"):
+        np.testing.assert_allclose(clip[f"clip_ratio/{name}_mean"], want[name], rtol=1e-12)
+    if mu > 1:
+        assert want["low"].max() > 0 and want["high"].max() > 0
+
+
+def test_blocks_of_runs_with_their_own_loss_knobs_equal_each_block_alone():
+    theta, tok, adv, mask, ref = _batch(R=4)
+    kws = [dict(loss_type="grpo", epsilon=0.05), dict(loss_type="dr_grpo", epsilon=0.02)]
+    runs = [torch.tensor([0, 2]), torch.tensor([1, 3])]
+    both = theta.clone().requires_grad_(True)
+    clip, _, _ = gc.grpo_update(lambda: (_logp(both, tok), None), adv, mask, Adam([both], lr=0.3),
+                                num_iterations=2, ref_logp=ref,
+                                loss_kwargs=list(zip(runs, kws, strict=True)))
+    for j, kw in zip(runs, kws, strict=True):
+        alone = theta[j].clone().requires_grad_(True)
+        c, _, _ = gc.grpo_update(lambda a=alone, j=j: (_logp(a, tok[j]), None), adv[j],
+                                 mask[j], Adam([alone], lr=0.3), num_iterations=2,
+                                 loss_kwargs=kw, ref_logp=ref[j])
+        assert torch.equal(both.detach()[j], alone.detach())
+        for name, v in c.items():
+            np.testing.assert_array_equal(clip[name][j.numpy()], v)
+
+
+def test_add_terms_sees_this_steps_logp_pi_old_and_aux_and_its_term_is_trained():
+    theta, tok, adv, mask, ref = _batch(R=2)
+    seen = []
+
+    def add(loss, logp, old, aux):
+        seen.append((logp.detach().clone(), old.clone(), aux))
+        return loss + 10.0 * (logp * mask).sum((-2, -1))  # pushes every sampled token up
+
+    p = theta.clone().requires_grad_(True)
+    _, old, _ = gc.grpo_update(lambda: (_logp(p, tok), len(seen)), adv * 0, mask,
+                               Adam([p], lr=0.1), num_iterations=2, loss_kwargs={},
+                               add_terms=add)
+    assert len(seen) == 2 and seen[1][2] == 1
+    assert torch.equal(seen[0][1], old) and torch.equal(seen[1][1], old)
+    assert torch.equal(seen[0][0], old) and not torch.equal(seen[1][0], old)
+    assert (_logp(p, tok).detach() < old)[mask == 1].all()  # + 10 logp is minimised
+    assert torch.equal(_logp(p, tok).detach()[mask == 0], old[mask == 0])  # padding: untouched
+
+
+def test_on_policy_update_clips_nothing_and_is_reinforce():
+    """mu = 1: ratio 1, so the gradient is -A grad log pi averaged over tokens ("dapo")."""
+    theta, tok, adv, mask, _ = _batch(R=1)
+    p = theta.clone().requires_grad_(True)
+    clip, _, _ = gc.grpo_update(lambda: (_logp(p, tok), None), adv, mask, Adam([p], lr=0.1),
+                                num_iterations=1, loss_kwargs={})
+    assert all(v == 0 for v in clip.values())
+    q = theta.clone().requires_grad_(True)
+    g, = torch.autograd.grad(-(adv[..., None] * _logp(q, tok) * mask).sum() / mask.sum(), q)
+    torch.testing.assert_close(p.detach(), theta - 0.1 * g / (g.abs() + 1e-8), rtol=0,
+                               atol=1e-12)
+
+
+def test_metric_names_are_trls():
+    assert gc.METRICS[-3:] == ("clip_ratio/low_mean", "clip_ratio/high_mean",
+                               "clip_ratio/region_mean")
+    assert len(set(gc.METRICS)) == len(gc.METRICS) == 10
