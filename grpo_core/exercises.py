@@ -14,6 +14,7 @@ A checker returns True when every trial agrees, so a solution cell can ``assert`
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -75,10 +76,19 @@ def _report(name: str, message: str, nudge: str, hint: str) -> bool:
     failure of the same checker on."""
     _FAILURES[name] = _FAILURES.get(name, 0) + 1
     step = nudge if _FAILURES[name] == 1 and nudge else hint
-    print(message + (f"\n  hint: {step}" if step else ""))
+    text = message + (f"\n  hint: {step}" if step else "")
     if _FAILURES[name] == 1 and nudge and hint:
-        print("  (check again after a change; a second failure shows how to compute it)")
+        text += "\n  (check again after a change; a second failure shows how to compute it)"
+    print("\n".join(_wrap(line) for line in text.splitlines()))
     return False
+
+
+def _wrap(line: str, width: int = 80) -> str:
+    """A long message line wrapped to the notebook's output column, its continuation indented."""
+    if len(line) <= width:
+        return line
+    indent = " " * (len(line) - len(line.lstrip()) + 4)
+    return textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False)
 
 
 def _row(x: np.ndarray, where: tuple) -> str:

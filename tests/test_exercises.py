@@ -16,6 +16,11 @@ def fresh_hints():
     ex._FAILURES.clear()
 
 
+def said(capsys) -> str:
+    """What the checkers printed, with the wrapping of long lines undone."""
+    return " ".join(capsys.readouterr().out.split())
+
+
 def clipped(ratio, adv, eps, eps_high):
     return -torch.min(ratio * adv, torch.clamp(ratio, 1 - eps, 1 + eps_high) * adv)
 
@@ -31,9 +36,9 @@ def test_a_clipped_term_outside_autograd_fails_on_its_gradient(capsys):
 
     assert ex.check_clipped_term(clipped)
     assert not ex.check_clipped_term(detached)
-    assert "gradient with respect to argument 0 differs" in capsys.readouterr().out
+    assert "gradient with respect to argument 0 differs" in said(capsys)
     assert not ex.check_clipped_term(numpy_values)
-    assert "carries no gradient" in capsys.readouterr().out
+    assert "carries no gradient" in said(capsys)
 
 
 def test_the_clip_checker_covers_ratios_at_and_beyond_both_bounds():
@@ -46,14 +51,14 @@ def test_the_clip_checker_covers_ratios_at_and_beyond_both_bounds():
 
 def test_mistakes_are_named(capsys):
     assert not ex.check_clipped_term(lambda r, a, e, eh: -clipped(r, a, e, eh))
-    assert "sign is flipped" in capsys.readouterr().out
+    assert "sign is flipped" in said(capsys)
     assert not ex.check_k2(lambda lp, ref: (ref - lp) ** 2)
-    assert "factor 2" in capsys.readouterr().out
+    assert "factor 2" in said(capsys)
     assert not ex.check_k2(lambda lp, ref: None)
-    assert "returned None" in capsys.readouterr().out
+    assert "returned None" in said(capsys)
     assert not ex.check_batch_advantages(lambda r: (r - r.mean()).T.copy() if r.shape[0] == 3
                                          else r - r.mean())
-    out = capsys.readouterr().out
+    out = said(capsys)
     assert "wrong shape" in out
 
 
@@ -65,7 +70,7 @@ def test_a_sum_instead_of_a_mean_is_named_as_an_axis_factor(capsys):
         return (adv[..., None] * (onehot - probs[:, None, :])).sum(axis=1)
 
     assert not ex.check_policy_gradient(pg_sum)
-    out = capsys.readouterr().out
+    out = said(capsys)
     assert "off by a factor 5, an axis length: a sum where a mean belongs?" in out
     assert "that row, expected:" in out and "that row, yours:" in out
 
@@ -73,10 +78,10 @@ def test_a_sum_instead_of_a_mean_is_named_as_an_axis_factor(capsys):
 def test_hints_come_in_two_steps(capsys):
     wrong = lambda lp, ref: (ref - lp) ** 2  # noqa: E731
     assert not ex.check_k2(wrong)
-    first = capsys.readouterr().out
+    first = said(capsys)
     assert "log-ratio alone" in first and "log_r ** 2 / 2" not in first  # the nudge, no method
     assert not ex.check_k2(wrong)
-    second = capsys.readouterr().out
+    second = said(capsys)
     assert "log_r ** 2 / 2" in second  # now the method
 
 
@@ -93,7 +98,7 @@ def test_aggregation_includes_an_all_padding_row(capsys):
 
     assert ex.check_aggregation(right)
     assert not ex.check_aggregation(grpo_no_clamp)
-    assert "NaN where the reference is finite" in capsys.readouterr().out
+    assert "NaN where the reference is finite" in said(capsys)
 
 
 def test_group_advantages_include_equal_float_rewards():
