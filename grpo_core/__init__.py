@@ -7,7 +7,7 @@ expectations), torch for the training loops (Adam, ``.backward()``) and the crit
 Modules, one concept each:
     world       the 6 x 12 toy world and the reference policy        (chapter 1)
     policy      softmax, the group sampler, the policy gradient       (chapter 1)
-    advantages  group / leave-one-out / batch / critic baselines      (chapters 2, 3, 7)
+    baselines   advantages: group / leave-one-out / batch / critic baselines (chapters 2, 3, 7)
     binary      0/1 verifier rewards: dead groups, GRPO's weight      (chapter 11)
     critic      the value network GRPO deletes                        (chapter 4)
     loss        the GRPO loss as practised (TRL 1.16), TRL's advantages (chapters 10-13)
@@ -21,6 +21,18 @@ Modules, one concept each:
     exercises   checkers for the readers' "implement it" exercises  (every chapter)
     viz         the book's two-form sliders and plotting helpers      (every chapter)
 
+Shapes: every docstring names its axes with these letters (leading ``...`` or ``R``: independent
+runs trained in one tensor):
+    P  prompts                      A  answers of the toy (a one-token answer)
+    G  completions per prompt: a group (TRL's num_generations)
+    R  runs in one batched call     B  completions in a batch (P x G, TRL's batch)
+    T  tokens per completion (padded; only ever tokens)   L  the sequence world's max_len
+    V  token vocabulary             N  every completion of the sequence world, enumerated
+    M  multisets of a group         K  (reward, length) types of the sequence world
+    D  prompt-embedding width
+
+Training knobs carry TRL 1.16's names (:class:`GRPOConfig`); the math keeps the paper's symbols.
+
 ``python -m grpo_core`` prints the seven demos and the summary.
 """
 
@@ -30,7 +42,7 @@ from . import (
     sequences,  # noqa: F401  (gc.sequences.exact_stats, ...)
     tiny_lm,  # noqa: F401  (gc.tiny_lm.TinyLM, gc.tiny_lm.train_grpo, ...)
 )
-from .advantages import (
+from .baselines import (
     KINDS,
     advantages,
     batch_advantages,

@@ -28,7 +28,7 @@ from . import (
     toy_world,
     train_batch,
 )
-from .advantages import batch_advantages
+from .baselines import batch_advantages
 
 GS = [1, 2, 4, 8, 16, 32]
 BETAS = [0.0, 0.02, 0.1, 0.5, 2.0]

@@ -2,9 +2,9 @@
 
 TRL 1.16's field names and defaults wherever ``trl.GRPOConfig`` has the knob (so a config moves
 to TRL with :meth:`GRPOConfig.trl_kwargs`), then the book's own knobs in a section marked as such.
-Each field's metadata says why it exists (``help``), TRL's default and where TRL defines it
-(``trl``, ``source``; "book only" for the book's knobs) and which chapter teaches it
-(``chapter``): chapter 9's and chapter 15's knob tables are generated from
+Each field's metadata says what it does (``help``), TRL's default and where TRL defines it
+(``trl``, ``source``, ``line``; "book only" for the book's knobs) and which chapters teach it
+(``chapters``): chapter 9's and chapter 15's knob tables are generated from
 ``dataclasses.fields(GRPOConfig)``.
 
 Paper symbols stay in the math functions (``G`` in ``sample_group``); the training API speaks
@@ -15,7 +15,7 @@ Taught in chapter 9 (the knob table) and chapter 15 (the bridge to TRL).
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -33,17 +33,17 @@ _GRPO = "trl/trainer/grpo_config.py"
 _TA = "transformers TrainingArguments (training_args.py)"
 
 
-def _trl(default, line: int | None, help: str, chapter: int, where: str = _GRPO):
+def _trl(default, line: int, help: str, chapters: tuple[int, ...], where: str = _GRPO):
     """A TRL knob: its default here is TRL 1.16's, defined at ``where`` line ``line``."""
-    src = f"{where} line {line}" if line else where
-    return field(default=default, metadata={"help": help, "trl": repr(default), "source": src,
-                                            "chapter": chapter})
+    return field(default=default, metadata={"help": help, "trl": repr(default), "line": line,
+                                            "source": f"{where} line {line}",
+                                            "chapters": chapters})
 
 
-def _book(default, help: str, chapter: int):
+def _book(default, help: str, chapters: tuple[int, ...]):
     """A knob of the book only: ``trl.GRPOConfig`` has no such field."""
-    return field(default=default, metadata={"help": help, "trl": None, "source": "book only",
-                                            "chapter": chapter})
+    return field(default=default, metadata={"help": help, "trl": None, "line": None,
+                                            "source": "book only", "chapters": chapters})
 
 
 @dataclass(frozen=True)
@@ -56,65 +56,75 @@ class GRPOConfig:
 
     # --- TRL 1.16 knobs: trl.GRPOConfig's names and defaults ------------------------------------
     num_generations: int | tuple[int, ...] = _trl(
-        8, 480, "G: completions sampled per prompt, the group the baseline is taken over", 3)
+        8, 480, "G, answers per prompt. Raise it when `frac_reward_zero_std` is high: more groups "
+        "with both right and wrong answers", (3, 5, 11))
     per_device_train_batch_size: int | None = _trl(
-        8, 777, "completions per optimiser step (prompts x num_generations); None: every "
-        "prompt of the toy once per step", 9, _TA)
-    max_steps: int = _trl(-1, 779, "optimiser steps (one sampled batch each); TRL's -1: "
-                          "as many as num_train_epochs gives", 4, _TA)
-    learning_rate: float = _trl(1e-6, 423, "Adam's step size; TRL's 1e-6 is for a billion "
-                                "weights, the toy's logits move with 0.05", 4)
-    adam_beta2: float = _trl(0.999, 834, "Adam's second-moment decay: how long a rare "
-                             "gradient keeps a parameter's step small", 4, _TA)
+        8, 777, "completions per optimiser step, whole groups (prompts x num_generations); the "
+        "toy draws one group for every prompt (None)", (9, 15), _TA)
+    max_steps: int = _trl(-1, 779, "optimiser steps, one sampled batch each (TRL's -1: "
+                          "as many as num_train_epochs gives)", (4,), _TA)
+    learning_rate: float = _trl(1e-6, 423, "the first knob to lower when `kl` or `entropy` run "
+                                "away (the toy's 72 logits take 0.05)", (4, 10, 15))
+    adam_beta2: float = _trl(0.999, 834, "how slowly Adam's per-parameter scale follows the "
+                             "gradients; it decides how much a reward scale change matters",
+                             (4, 14), _TA)
     seed: int = _trl(42, 1293, "the run's random seed (the batched loops take one seed per run)",
-                     15, _TA)
-    beta: float | tuple[float, ...] = _trl(0.0, 681, "KL coefficient: the leash to pi_ref "
-                                           "(0: no reference model at all)", 6)
-    num_iterations: int = _trl(1, 689, "mu: optimiser steps per sampled batch; above 1 the "
-                               "ratio to pi_old moves and the clip can bind", 10)
-    epsilon: float = _trl(0.2, 693, "clip the ratio below at 1 - epsilon", 10)
-    epsilon_high: float | None = _trl(None, 705, "clip above at 1 + epsilon_high (None: "
-                                      "epsilon; DAPO's clip-higher 0.28)", 10)
-    loss_type: str | tuple[str, ...] = _trl("dapo", 801, "how the per-token loss is averaged "
-                                            "over tokens and completions", 13)
+                     (15,), _TA)
+    beta: float | tuple[float, ...] = _trl(
+        0.0, 681, "KL coefficient; 0 loads no reference model. Try 0.001-0.04 when the policy "
+        "drifts (`kl`, `entropy`)", (6, 12))
+    num_iterations: int = _trl(1, 689, "mu, Adam steps per sampled batch. 2-4 when generation "
+                               "dominates the cost; watch `clip_ratio/*`", (10,))
+    epsilon: float = _trl(0.2, 693, "the clip's lower bound 1 - epsilon (and the upper one if "
+                          "`epsilon_high` is None)", (10,))
+    epsilon_high: float | None = _trl(None, 705, "the upper bound; DAPO's 0.28 lets rare good "
+                                      "tokens grow faster; try it when `entropy` collapses",
+                                      (10,))
+    loss_type: str | tuple[str, ...] = _trl(
+        "dapo", 801, "how token losses are averaged: \"grpo\" (per sequence, length-biased), "
+        "\"bnpo\", \"dapo\", \"dr_grpo\"", (13,))
     importance_sampling_level: str | tuple[str, ...] = _trl(
-        "token", 760, "the ratio per token, or per sequence (GSPO)", 13)
-    scale_rewards: str | None = _trl("group", 789, "advantages' std: the group's, the batch's "
-                                     "or none (Dr. GRPO); None: the book's `kind`", 11)
+        "token", 760, "\"sequence\" is GSPO's one ratio per sequence", (13,))
+    scale_rewards: str | None = _trl(
+        "group", 789, "divide by the group's std, the batch's or not at all (\"none\", Dr. GRPO); "
+        "None: the book's `kind` instead", (7, 11, 14))
     use_bias_correction_kl: bool | tuple[bool, ...] = _trl(
-        True, 972, "multiply the KL estimate by the ratio to pi_old", 12)
-    max_completion_length: int | None = _trl(512, 494, "tokens per completion at most; "
-                                             "dr_grpo's constant normaliser", 13)
+        True, 972, "multiplies the KL estimate by the ratio; k3's gradient is then k2's", (12,))
+    max_completion_length: int | None = _trl(
+        512, 494, "the length limit; raise it when `completions/clipped_ratio` is high (None: "
+        "the world's own)", (13,))
     mask_truncated_completions: bool | tuple[bool, ...] = _trl(
-        False, 836, "drop completions that hit max_completion_length from the loss", 13)
-    temperature: float = _trl(1.0, 532, "sampling temperature: logits / T before the softmax "
-                              "(the loss's log-probs too)", 15)
-    sync_ref_model: bool = _trl(False, 844, "refresh pi_ref from the policy every "
-                                "ref_model_sync_steps (DeepSeek-R1's reference resets)", 6)
-    ref_model_sync_steps: int = _trl(512, 859, "steps between reference refreshes", 6)
-    ref_model_mixup_alpha: float = _trl(0.6, 851, "pi_ref <- alpha pi + (1 - alpha) pi_ref "
-                                        "(1: a reset)", 6)
+        False, 836, "True leaves truncated completions out of the loss (DAPO's overlong "
+        "filtering)", (13,))
+    temperature: float = _trl(1.0, 532, "sampling temperature, also of the trained log-probs; "
+                              "lower gives more dead groups, higher more noise", (15,))
+    sync_ref_model: bool = _trl(False, 844, "refresh pi_ref from the policy during training "
+                                "(DeepSeek-R1's reference resets)", (6, 9))
+    ref_model_sync_steps: int = _trl(512, 859, "steps between two refreshes of pi_ref", (6, 9))
+    ref_model_mixup_alpha: float = _trl(0.6, 851, "pi_ref <- alpha pi + (1 - alpha) pi_ref at a "
+                                        "refresh (1: a reset)", (6, 9))
 
     # --- the book's own knobs: trl.GRPOConfig has no such field ---------------------------------
     # Each default is TRL's behaviour; trl_kwargs() refuses any other value.
     kind: str | None | tuple[str, ...] = _book(
-        None, "the book's advantage (chapters 1-9's population std, no epsilon); None: "
-        "TRL's (scale_rewards)", 2)
+        None, "the book's advantage (chapters 1-9: population std, no epsilon); None: TRL's "
+        "(scale_rewards)", (2, 3, 7))
     kl_estimator: str | tuple[str, ...] = _book(
-        "k3", "the KL term: TRL's k3, k1, k2, or the toy's exact KL summed over answers", 12)
+        "k3", "the KL term: TRL's k3, k1, k2, or the toy's exact KL summed over answers", (6, 12))
     kl_in: str | tuple[str, ...] = _book(
-        "loss", "where the KL goes: GRPO's loss, or RLHF/PPO's reward (before the baseline)", 6)
+        "loss", "where the KL goes: GRPO's loss, or RLHF/PPO's reward (before the baseline)",
+        (6, 9))
     dynamic_sampling: bool = _book(False, "DAPO: redraw a group while its rewards are all equal",
-                                   11)
-    max_redraws: int = _book(8, "... at most this many times per prompt and step", 11)
+                                   (11,))
+    max_redraws: int = _book(8, "... at most this many times per prompt and step", (11,))
     use_critic: bool = _book(False, "PPO's learned value V(prompt) replaces the group baseline",
-                             4)
-    train_critic: bool = _book(True, "fit the critic to each group's mean reward as we go", 4)
-    critic_lr: float = _book(0.05, "Adam's step size for the critic", 4)
-    critic_seed: int | tuple[int, ...] = _book(0, "the critic's initialisation, seeded", 4)
+                             (4, 8))
+    train_critic: bool = _book(True, "fit the critic to each group's mean reward as we go", (4, 8))
+    critic_lr: float = _book(0.05, "Adam's step size for the critic", (4,))
+    critic_seed: int | tuple[int, ...] = _book(0, "the critic's initialisation, seeded", (4,))
     float32_advantages: bool = _book(
-        False, "round advantages to float32, as the book's reference runs did (chapter 3: a "
-        "residue of ~1e-7 that Adam turns into steps of undrawn answers)", 3)
+        False, "round advantages to float32, as the book's reference runs did: a residue of "
+        "~1e-7 that Adam turns into steps of undrawn answers", (3, 12))
 
     def __post_init__(self) -> None:
         per_run_checks = {
@@ -238,13 +248,10 @@ TRL_OVERRIDES = {"lr_scheduler_type": "constant", "max_grad_norm": 0.0, "weight_
 
 def field_table(defaults: dict | None = None) -> list[dict]:
     """One row per field of :class:`GRPOConfig`: name, the loop's value (``defaults`` over the
-    config's), TRL's default (or "book only"), where TRL defines it, the chapter, the reason.
-    Chapters 9 and 15 print it."""
+    config's), TRL's default (or "book only"), where TRL defines it (source, line), the
+    chapters, what it does. Chapters 9 and 15 print it."""
     defaults = defaults or {}
-    rows = []
-    for f in fields(GRPOConfig):
-        value = defaults.get(f.name, f.default if f.default is not MISSING else None)
-        rows.append({"name": f.name, "value": value, "trl": f.metadata["trl"] or "book only",
-                     "source": f.metadata["source"], "chapter": f.metadata["chapter"],
-                     "help": f.metadata["help"]})
-    return rows
+    return [{"name": f.name, "value": defaults.get(f.name, f.default),
+             "trl": f.metadata["trl"] or "book only", "source": f.metadata["source"],
+             "line": f.metadata["line"], "chapters": f.metadata["chapters"],
+             "help": f.metadata["help"]} for f in fields(GRPOConfig)]

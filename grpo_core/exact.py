@@ -24,7 +24,7 @@ from ._validate import (
     check_same_shape,
     check_samples,
 )
-from .advantages import EPS
+from .baselines import EPS
 from .policy import log_softmax, softmax
 
 

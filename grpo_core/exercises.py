@@ -222,7 +222,7 @@ def check_policy_gradient(user_fn: Callable) -> bool:
 
 def check_loo_advantages(user_fn: Callable) -> bool:
     """Chapter 2: ``user_fn(r (P, G)) -> (P, G)``, r_i minus the mean of the other G - 1."""
-    from .advantages import loo_advantages
+    from .baselines import loo_advantages
 
     rng = np.random.default_rng(1)
     trials = [((10 * rng.random((3, G)),), {}) for G in (2, 3, 8)]
@@ -233,7 +233,7 @@ def check_loo_advantages(user_fn: Callable) -> bool:
 
 def check_group_advantages(user_fn: Callable) -> bool:
     """Chapter 3: ``user_fn(r (P, G), ddof) -> (P, G)``: (r - mean) / (std + 1e-8)."""
-    from .advantages import group_advantages
+    from .baselines import group_advantages
 
     rng = np.random.default_rng(2)
     trials = [((10 * rng.random((3, G)), ddof), {}) for G in (2, 4, 8) for ddof in (0, 1)]
@@ -248,7 +248,7 @@ def check_group_advantages(user_fn: Callable) -> bool:
 
 def check_critic_advantages(user_fn: Callable) -> bool:
     """Chapter 4: ``user_fn(r (P, G), values (P,)) -> (P, G)``: each reward minus its prompt's V."""
-    from .advantages import advantages
+    from .baselines import advantages
 
     rng = np.random.default_rng(3)
     trials = [((10 * rng.random((3, G)), 5 * rng.random(3)), {}) for G in (1, 4, 8)]
@@ -286,7 +286,7 @@ def check_exact_kl(user_fn: Callable) -> bool:
 
 def check_batch_advantages(user_fn: Callable) -> bool:
     """Chapter 7: ``user_fn(r (P, G)) -> (P, G)``: r minus ONE mean over the whole batch."""
-    from .advantages import batch_advantages
+    from .baselines import batch_advantages
 
     rng = np.random.default_rng(6)
     trials = [((10 * rng.random((P, 4)),), {}) for P in (1, 3, 6)]

@@ -38,6 +38,15 @@ def log_softmax(x: np.ndarray) -> np.ndarray:
     return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
 
+def _probs_and_log_probs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`softmax` and :func:`log_softmax` of checked logits ``(..., A)`` in one pass, bit
+    for bit the same numbers: the training loop's per-step call, without the input checks."""
+    x = x - x.max(axis=-1, keepdims=True)
+    e = np.exp(x)
+    total = e.sum(axis=-1, keepdims=True)
+    return e / total, x - np.log(total)
+
+
 def sample_from_uniforms(probs: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Inverse-CDF sampling: answer index for each uniform draw.
 

@@ -185,10 +185,10 @@ def sequence_weights(world: SequenceWorld, logits: torch.Tensor, G: int, loss_ty
         raise ValueError("sequence_weights takes the logits of one policy, (P, V+1)")
     r = rewards(world, soft_punish_cache)
     ell = np.where(world.truncated & mask_truncated_completions, 0, world.length)
-    pairs, tau = np.unique(np.stack([r, ell]), axis=1, return_inverse=True)  # types (2, T)
+    pairs, tau = np.unique(np.stack([r, ell]), axis=1, return_inverse=True)  # types (2, K)
     rT, lT = pairs
-    q = np.bincount(tau.ravel(), p, len(rT))  # (T,) P(type)
-    counts, logcoef = _multiset_table(len(rT), G - 1)  # the other G - 1: (M, T), (M,)
+    q = np.bincount(tau.ravel(), p, len(rT))  # (K,) P(type)
+    counts, logcoef = _multiset_table(len(rT), G - 1)  # the other G - 1: (M, K), (M,)
     with np.errstate(divide="ignore"):
         prob = np.exp(logcoef + np.where(counts > 0, counts * np.log(q), 0.0).sum(1))  # (M,)
     W = np.zeros(len(rT))

@@ -218,21 +218,25 @@ DEFAULTS = {"learning_rate": 1e-3, "per_device_train_batch_size": 64, "max_steps
             "max_completion_length": MAX_COMPLETION_LENGTH}
 
 
-def grpo_step(model: TinyLM, ref: TinyLM, opt: Adam, prompts: torch.Tensor, gen: torch.Generator,
-              cfg: GRPOConfig, reward_fn: Callable = sort_reward) -> dict[str, float]:
-    """One GRPO step on ``prompts (P, 4)``, TRL's stages: G completions each from pi_old (the
-    model now), rewards, TRL's advantages, :func:`grpo_core.grpo_update`. Returns TRL's metrics
-    of the step (``kl`` is k3 against ``ref``, logged here even at beta = 0)."""
+def grpo_step(model: TinyLM, ref: TinyLM, opt: Adam, prompts: torch.Tensor,
+              gen: torch.Generator, cfg: GRPOConfig,
+              reward_fn: Callable = sort_reward) -> dict[str, float]:
+    """One GRPO step on ``prompts (P, 4)``, TRL's stages: G completions each from pi_old
+    (the model now), rewards, TRL's advantages, :func:`grpo_core.grpo_update`. Returns
+    TRL's metrics of the step (``kl``: k3 against ``ref``, logged even at beta = 0)."""
     G, temp = cfg.num_generations, cfg.temperature
     batch = generate(model, prompts.repeat_interleave(G, 0), gen, temp)  # 1. sample
     rewards = reward_fn(batch.prompts, batch.tokens)  # 2. score, (P * G,)
-    adv = torch.from_numpy(trl_advantages(rewards, G, cfg.scale_rewards))  # 3. advantages
-    mask = batch.mask * ~batch.truncated[:, None] if cfg.mask_truncated_completions else batch.mask
+    adv = torch.from_numpy(trl_advantages(rewards, G, cfg.scale_rewards))  # 3.
+    mask = batch.mask
+    if cfg.mask_truncated_completions:
+        mask = mask * ~batch.truncated[:, None]
     with torch.no_grad():
         ref_logp = token_logps(ref, batch.prompts, batch.tokens, temp)
     clip, old_logp, entropy = grpo_update(  # 4. mu x (grpo_loss -> Adam step)
-        lambda: logps_and_entropies(model, batch.prompts, batch.tokens, temp), adv, mask, opt,
-        num_iterations=cfg.num_iterations, loss_kwargs=cfg.loss_kwargs(), ref_logp=ref_logp)
+        lambda: logps_and_entropies(model, batch.prompts, batch.tokens, temp),
+        adv, mask, opt, num_iterations=cfg.num_iterations,
+        loss_kwargs=cfg.loss_kwargs(), ref_logp=ref_logp)
     return {**reward_metrics(rewards, G, cfg.scale_rewards),  # 5. TRL's metrics
             "completions/mean_length": float(batch.mask.sum(1).mean()),
             "completions/clipped_ratio": float(batch.truncated.double().mean()),

@@ -26,12 +26,12 @@ import numpy as np
 import torch
 
 from ._validate import check_array, check_int
-from .advantages import advantages, group_advantages
+from .baselines import advantages, group_advantages
 from .config import GRPOConfig
 from .critic import Critic
 from .loss import grpo_loss, kl_estimate, reward_metrics, trl_advantages
 from .optim import Adam
-from .policy import log_softmax, sample_from_uniforms, softmax
+from .policy import _probs_and_log_probs, log_softmax, sample_from_uniforms, softmax
 from .update import METRICS, grpo_update
 from .world import BETA, D_EMB
 
@@ -43,7 +43,7 @@ PER_RUN = ("num_generations", "beta", "kind", "kl_in", "kl_estimator", "use_bias
            "critic_seed")  # the knobs that may differ between the runs of one train_batch call
 
 
-def config(**knobs) -> GRPOConfig:
+def toy_config(**knobs) -> GRPOConfig:
     """The :class:`GRPOConfig` of a tabular run: ``knobs`` over the toy's :data:`DEFAULTS`. The
     advantage is the book's ``kind`` unless ``scale_rewards`` is given (then TRL's). Chapter 9."""
     if knobs.get("scale_rewards") is not None and "kind" not in knobs:
@@ -181,7 +181,8 @@ def _one_or_all(values: np.ndarray):
 
 def train_batch(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndarray,
                 seeds: int | np.random.Generator | Sequence[int | np.random.Generator], *,
-                policy: torch.nn.Module | None = None, **knobs) -> TrainResult:
+                policy: torch.nn.Module | None = None, metrics: bool = False,
+                **knobs) -> TrainResult:
     """Train R independent runs at once; run r equals a lone run with its settings.
 
     Args:
@@ -190,8 +191,10 @@ def train_batch(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndar
         seeds: per-run sampling seeds (ints) or generators.
         policy: a module whose call returns logits ``(R, P, A)`` (default: tabular logits
             starting at ``ref_logits``); all runs must then share num_generations.
+        metrics: log TRL's metrics (:data:`METRICS`) of every step, in ``.metrics``; they
+            cost time, so only when asked.
         knobs: fields of :class:`GRPOConfig` over the toy's :data:`DEFAULTS` (see
-            :func:`config`); those in :data:`PER_RUN` may be sequences, one value per run.
+            :func:`toy_config`); those in :data:`PER_RUN` may be sequences, one value per run.
 
     Returns:
         :class:`TrainResult`. Taught in chapter 4 (and used by every chapter with many seeds).
@@ -213,12 +216,12 @@ def train_batch(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndar
         if name in knobs and knobs[name] != value:
             raise ValueError(f"{name}={knobs[name]!r}: the tabular toy has one-token answers, "
                              f"one seed per run (seeds) and temperature 1; leave {name} alone")
-    defaults = config(**{k: v for k, v in knobs.items() if k not in PER_RUN})
+    defaults = toy_config(**{k: v for k, v in knobs.items() if k not in PER_RUN})
     runs = _broadcast_runs(len(seed_list), **{k: knobs.get(k, getattr(defaults, k))
                                               for k in PER_RUN})
     n_runs = len(runs["num_generations"])
     seed_list = seed_list * n_runs if len(seed_list) == 1 else seed_list
-    cfg = config(**(knobs | {k: _one_or_all(v) for k, v in runs.items()}))
+    cfg = toy_config(**(knobs | {k: _one_or_all(v) for k, v in runs.items()}))
     rngs = [s if isinstance(s, np.random.Generator)
             else np.random.default_rng(check_int(s, "seeds", 0)) for s in seed_list]
     check_int(cfg.max_steps, "max_steps", 0)
@@ -239,7 +242,7 @@ def train_batch(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndar
         sel = np.flatnonzero(Gs == g)
         block = {k: runs[k][sel] for k in PER_RUN}
         parts.append((sel, _train_block(rewards, emb, ref_logits, [rngs[i] for i in sel], g,
-                                        block, cfg, policy)))
+                                        block, cfg, policy, metrics)))
     return _assemble(parts, n_runs, Gs, runs, cfg)
 
 
@@ -258,8 +261,8 @@ def _assemble(parts, n_runs, Gs, runs, cfg) -> TrainResult:
             out[sel] = part[key]
         return out
 
-    metrics = {}
-    for name in parts[0][1]["metrics"]:
+    metrics = None if parts[0][1]["metrics"] is None else {}
+    for name in parts[0][1]["metrics"] or ():
         metrics[name] = np.empty((n_runs, cfg.max_steps))
         for sel, part in parts:
             metrics[name][sel] = part["metrics"][name]
@@ -307,6 +310,8 @@ def _advantages(r: np.ndarray, kinds: np.ndarray, cfg: GRPOConfig) -> np.ndarray
     R, P, G = r.shape
     if cfg.scale_rewards is not None:
         return trl_advantages(r.reshape(R, P * G), G, cfg.scale_rewards).reshape(r.shape)
+    if (kinds == kinds[0]).all():  # one kind for all runs (the usual call): one call
+        return advantages(r, kinds[0])
     out = np.empty_like(r)
     for kind in dict.fromkeys(kinds.tolist()):
         sel = kinds == kind
@@ -328,7 +333,7 @@ def kl_term(lp, logp, old_logp, ref_lp, ref_logp, mask, estimator: str,
                      use_bias_correction_kl=use_bias_correction_kl)
 
 
-def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy) -> dict:
+def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy, log) -> dict:
     """The loop for R runs that share G (see :func:`train_batch`)."""
     R, (P, A), S = len(rngs), rewards.shape, cfg.max_steps
     policy = TabularPolicy(ref_logits, R) if policy is None else policy
@@ -351,6 +356,7 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy) -> dict:
     reward_curve, kl_curve, drawn = np.empty((R, S + 1)), np.empty((R, S + 1)), np.zeros((R, S + 1))
     metrics = {name: np.zeros((R, S)) for name in METRICS if not name.startswith("completions")}
     uniforms = _uniforms(rngs, S, P, G)
+    drawn_r, kl_sampled = np.empty((R, S, P, G)), torch.empty(R, S, P, G, dtype=torch.float64)
     loss_kwargs = {"epsilon": cfg.epsilon, "epsilon_high": cfg.epsilon_high,  # beta: add_kl
                    "loss_type": cfg.loss_type, "max_completion_length": cfg.max_completion_length,
                    "importance_sampling_level": cfg.importance_sampling_level}
@@ -359,17 +365,21 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy) -> dict:
         lp = torch.log_softmax(policy(), -1)
         return lp.gather(-1, idx).reshape(R, P * G, 1), lp
 
+    in_loss = [(est, bias, b) for (est, bias), b in in_loss.items() if b.any()]  # in use
+    in_reward = [(est, b) for (est, _), b in in_reward.items() if b.any()]
+    need_lp = log or any(est in ("k2", "k3") for est, _ in in_reward)  # sampled log-probs
+    need_ref = need_lp or any(est != "exact" for est, _, _ in in_loss)
+
     def add_kl(loss, logp, old_logp, lp):  # each run's beta x its KL term: linear in beta
-        for (est, bias), beta_l in in_loss.items():
-            if beta_l.any():
-                loss = loss + beta_l * kl_term(lp, logp, old_logp, ref_lp, ref_logp, mask,
-                                                est, bias, cfg.loss_type)
+        for est, bias, beta_l in in_loss:
+            loss = loss + beta_l * kl_term(lp, logp, old_logp, ref_lp, ref_logp, mask, est,
+                                            bias, cfg.loss_type)
         return loss
 
     for t in range(S + 1):
         with torch.no_grad():
             logits_np = policy().numpy()  # (R, P, A)
-        probs, lp_np = softmax(logits_np), log_softmax(logits_np)
+        probs, lp_np = _probs_and_log_probs(logits_np)  # softmax, log_softmax
         reward_curve[:, t] = (probs * rewards).sum(-1).mean(-1)  # as in evaluate()
         kl_curve[:, t] = (probs * (lp_np - ref0)).sum(-1).mean(-1)
         if t == S:
@@ -381,19 +391,22 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy) -> dict:
             samples, extra = _redraw_dead(samples, probs, rewards, rngs, cfg.max_redraws)
         drawn[:, t + 1] = drawn[:, t] + G + extra
         r = rewards[rows, samples]  # (R, P, G)
-        _log_batch(metrics, t, r, probs, lp_np, cfg)
+        if log:  # TRL's reward metrics come from these, at the end (_log_rewards)
+            drawn_r[:, t] = r
+            metrics["entropy"][:, t] = -(probs * lp_np).sum(-1).mean(-1)  # over prompts
         idx = torch.from_numpy(samples)
-        sampled_lp = torch.tensor(np.take_along_axis(lp_np, samples, axis=-1))  # (R, P, G)
-        sampled_ref = ref_lp.gather(-1, idx)  # (R, P, G)
-        metrics["kl"][:, t] = kl_estimate(sampled_lp, sampled_ref).mean((-2, -1))  # TRL's k3
+        if need_lp:
+            sampled_lp = torch.tensor(np.take_along_axis(lp_np, samples, axis=-1))  # (R, P, G)
+        sampled_ref = ref_lp.gather(-1, idx) if need_ref else None  # (R, P, G)
+        if log:
+            kl_sampled[:, t] = kl_estimate(sampled_lp, sampled_ref)  # TRL's k3, averaged later
         # 2. RLHF/PPO placement: penalise the reward before the baseline, with the sampled
         # log-ratio log pi(a) - log pi_ref(a) (k1; "exact" too) or k2 / k3
-        for (est, _), beta_r in in_reward.items():
-            if beta_r.any():
-                est = "k1" if est == "exact" else est
-                pen = (np.take_along_axis(lp_np - ref_lp.numpy(), samples, axis=-1)
-                       if est == "k1" else kl_estimate(sampled_lp, sampled_ref, est).numpy())
-                r = r - beta_r[:, None, None] * pen
+        for est, beta_r in in_reward:
+            est = "k1" if est == "exact" else est
+            pen = (np.take_along_axis(lp_np - ref_lp.numpy(), samples, axis=-1)
+                   if est == "k1" else kl_estimate(sampled_lp, sampled_ref, est).numpy())
+            r = r - beta_r[:, None, None] * pen
         # 3. advantages (float32 by default, as the book's reference runs computed them)
         if critic is not None:
             v = critic(emb_t)  # (R, P)
@@ -404,10 +417,10 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy) -> dict:
             adv = torch.tensor(_advantages(r, runs["kind"], cfg),
                                dtype=torch.float32 if cfg.float32_advantages else torch.float64)
         adv = adv.reshape(R, P * G)
-        ref_logp = sampled_ref.reshape(R, P * G, 1)
+        ref_logp = None if sampled_ref is None else sampled_ref.reshape(R, P * G, 1)
         # 4. mu Adam steps on this one batch: the ratio to pi_old moves, the clip may bind
         clip, _, _ = grpo_update(forward, adv, mask, opt, num_iterations=cfg.num_iterations,
-                                 loss_kwargs=loss_kwargs, add_terms=add_kl)
+                                 loss_kwargs=loss_kwargs, add_terms=add_kl, metrics=log)
         for name, value in clip.items():
             metrics[name][:, t] = value
         if cfg.sync_ref_model and (t + 1) % cfg.ref_model_sync_steps == 0:
@@ -418,23 +431,25 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy) -> dict:
                 ref_logits_t = alpha * policy() + (1 - alpha) * ref_logits_t
                 ref_lp = torch.log_softmax(ref_logits_t, -1)
 
+    if log:
+        _log_rewards(metrics, drawn_r, cfg)
+        metrics["kl"][:] = kl_sampled.mean((-2, -1))
     with torch.no_grad():
         final = policy().numpy().copy()
     return {"logits": final, "reward": reward_curve, "kl": kl_curve, "drawn": drawn,
-            "metrics": metrics, "policy": policy,
+            "metrics": metrics if log else None, "policy": policy,
             "critic_value": critic(emb_t).detach().numpy().astype(np.float64) if critic else None,
             "critics": critic.critics() if critic else None}
 
 
-def _log_batch(metrics, t, r, probs, lp_np, cfg) -> None:
-    """TRL's per-batch metrics of the sampled rewards ``r (R, P, G)`` and the policy."""
-    R, P, G = r.shape
+def _log_rewards(metrics, r, cfg) -> None:
+    """TRL's reward metrics of every step's sampled rewards ``r (R, S, P, G)``, at once."""
+    R, S, P, G = r.shape
     if G >= 2:
-        for name, value in reward_metrics(r.reshape(R, P * G), G, cfg.scale_rewards
+        for name, value in reward_metrics(r.reshape(R, S, P * G), G, cfg.scale_rewards
                                           or "group").items():
-            metrics[name][:, t] = value
+            metrics[name][:] = value
     else:  # a group of one has std 0 (TRL refuses num_generations = 1)
-        metrics["reward"][:, t] = r.mean((-2, -1))
-        metrics["reward_std"][:, t] = r.reshape(R, -1).std(-1, ddof=1) if P > 1 else 0.0
-        metrics["frac_reward_zero_std"][:, t] = 1.0
-    metrics["entropy"][:, t] = -(probs * lp_np).sum(-1).mean(-1)  # mean over prompts (tokens)
+        metrics["reward"][:] = r.mean((-2, -1))
+        metrics["reward_std"][:] = r.reshape(R, S, -1).std(-1, ddof=1) if P > 1 else 0.0
+        metrics["frac_reward_zero_std"][:] = 1.0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._validate import check_array, check_int, check_rng, check_same_shape
-from .advantages import advantages
+from .baselines import advantages
 from .policy import policy_gradient, sample_group
 
 
@@ -27,7 +27,7 @@ def gradient_estimates(
     """``repeats`` independent policy-gradient estimates, ``(repeats, P, A)``.
 
     Each draws a fresh group of G answers per prompt, computes ``kind`` advantages (see
-    :data:`grpo_core.advantages.KINDS`) and the estimator. Taught in chapter 2.
+    :data:`grpo_core.baselines.KINDS`) and the estimator. Taught in chapter 2.
     """
     logits = check_array(logits, "logits", min_ndim=2)
     rewards = check_array(rewards, "rewards", min_ndim=2)

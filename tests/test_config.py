@@ -1,7 +1,6 @@
 """GRPOConfig: TRL 1.16's names and defaults, one validation, the bridge to trl.GRPOConfig."""
 
 import dataclasses
-import re
 import tempfile
 import warnings
 from pathlib import Path
@@ -33,11 +32,13 @@ def test_cited_lines_define_the_field():
     lines = TRL_SRC.read_text().splitlines()
     for f in dataclasses.fields(gc.GRPOConfig):
         src = f.metadata["source"]
-        assert f.metadata["help"] and isinstance(f.metadata["chapter"], int)
+        assert f.metadata["help"] and f.metadata["chapters"]
+        assert all(isinstance(c, int) and 1 <= c <= 17 for c in f.metadata["chapters"])
         if f.metadata["trl"] is None:
             assert src == "book only"
         elif src.startswith("trl/trainer/grpo_config.py"):
-            n = int(re.search(r"line (\d+)", src).group(1))
+            n = f.metadata["line"]
+            assert f"line {n}" in src
             assert lines[n - 1].startswith(f"    {f.name}:"), (f.name, lines[n - 1])
 
 
@@ -150,7 +151,7 @@ def test_field_table_rows():
     rows = C.field_table({"learning_rate": 0.05})
     assert [r["name"] for r in rows] == [f.name for f in dataclasses.fields(gc.GRPOConfig)]
     lr = next(r for r in rows if r["name"] == "learning_rate")
-    assert lr["value"] == 0.05 and lr["trl"] == "1e-06" and lr["chapter"] == 4
-    assert "line 423" in lr["source"]
+    assert lr["value"] == 0.05 and lr["trl"] == "1e-06" and lr["chapters"] == (4, 10, 15)
+    assert "line 423" in lr["source"] and lr["line"] == 423
     kind = next(r for r in rows if r["name"] == "kind")
     assert kind["trl"] == "book only" and kind["value"] is None

@@ -17,6 +17,11 @@ def lone(seed, **knobs):
     return res.logits[0], res.critics[0] if res.critics else None
 
 
+def logged(*args, **knobs):
+    """train_batch with TRL's metrics logged (they are computed only when asked)."""
+    return gc.train_batch(*args, metrics=True, **knobs)
+
+
 def test_train_matches_a_plain_loop_with_torch_adam():
     ours, _ = lone(11, max_steps=60)
     loop = ref_impl.train(W.rewards, W.ref_logits, np.random.default_rng(11), steps=60)
@@ -151,8 +156,8 @@ def test_train_simple_is_the_batched_loop_for_one_seed():
 
 
 def test_mu_above_1_moves_the_ratio_and_the_clip_binds():
-    res = gc.train_batch(*ARGS, range(4), max_steps=30, num_iterations=4, beta=0.0)
-    one = gc.train_batch(*ARGS, range(4), max_steps=30, beta=0.0)
+    res = logged(*ARGS, range(4), max_steps=30, num_iterations=4, beta=0.0)
+    one = logged(*ARGS, range(4), max_steps=30, beta=0.0)
     assert (res.metrics["clip_ratio/region_mean"].mean(1) > 0).all()
     assert (res.reward[:, -1] > one.reward[:, -1]).all()  # 4 steps per batch learn faster
 
@@ -175,7 +180,7 @@ def test_metrics_have_trl_names_and_match_their_definitions():
     run drew (binary rewards: some groups tie); entropy of the policy; clip metrics 0 at mu = 1."""
     rewards = (W.rewards > np.quantile(W.rewards, 0.8, axis=1, keepdims=True)).astype(float)
     knobs = dict(num_generations=4, beta=0.0)
-    res = gc.train_batch(rewards, None, W.ref_logits, [5], max_steps=3, **knobs)
+    res = logged(rewards, None, W.ref_logits, [5], max_steps=3, **knobs)
     assert list(res.metrics) == [m for m in gc.METRICS if not m.startswith("completions")]
     r = _sampled_rewards(rewards, 5, 3, **knobs)  # (steps, P, G)
     flat = r.reshape(3, -1)
@@ -190,7 +195,7 @@ def test_metrics_have_trl_names_and_match_their_definitions():
 
 
 def test_g_equals_1_metrics_are_a_group_of_one():
-    res = gc.train_batch(*ARGS, [3], num_generations=1, max_steps=2, beta=0.0)
+    res = logged(*ARGS, [3], num_generations=1, max_steps=2, beta=0.0)
     r = _sampled_rewards(W.rewards, 3, 2, num_generations=1, beta=0.0).reshape(2, -1)
     np.testing.assert_allclose(res.metrics["reward"][0], r.mean(-1), rtol=1e-12)
     np.testing.assert_allclose(res.metrics["reward_std"][0], r.std(-1, ddof=1), rtol=1e-12)
@@ -201,7 +206,7 @@ def test_clip_metrics_at_mu_above_1_match_a_hand_computation():
     """Step 0 of a mu = 2 run: the ratio after the first Adam step, clipped where the clip
     binds (below 1 - eps with A < 0, above 1 + eps_high with A > 0), by hand."""
     knobs = dict(num_iterations=2, epsilon=0.01, epsilon_high=0.02, beta=0.0, learning_rate=0.5)
-    res = gc.train_batch(*ARGS, [7], max_steps=1, **knobs)
+    res = logged(*ARGS, [7], max_steps=1, **knobs)
     u = np.random.default_rng(7).random((6, 8))
     samples = gc.sample_from_uniforms(gc.softmax(W.ref_logits), u)
     adv = gc.group_advantages(np.take_along_axis(W.rewards, samples, 1)).astype(np.float32)
@@ -234,9 +239,9 @@ def test_trl_advantages_zero_dead_groups_exactly_at_g3():
 
 def test_dynamic_sampling_redraws_dead_groups_and_counts_them():
     rewards = (W.rewards > np.quantile(W.rewards, 0.8, axis=1, keepdims=True)).astype(float)
-    plain = gc.train_batch(rewards, None, W.ref_logits, [0, 1], max_steps=10, num_generations=4,
+    plain = logged(rewards, None, W.ref_logits, [0, 1], max_steps=10, num_generations=4,
                            beta=0.0)
-    dyn = gc.train_batch(rewards, None, W.ref_logits, [0, 1], max_steps=10, num_generations=4,
+    dyn = logged(rewards, None, W.ref_logits, [0, 1], max_steps=10, num_generations=4,
                          beta=0.0, dynamic_sampling=True)
     assert plain.metrics["frac_reward_zero_std"].mean() > 0.2
     assert dyn.metrics["frac_reward_zero_std"].mean() < plain.metrics["frac_reward_zero_std"].mean()
@@ -257,11 +262,11 @@ def test_ref_sync_is_trls_mixup_every_k_steps(alpha):
     logits) <- alpha x the policy's + (1 - alpha) x pi_ref's. The logged k3 ``kl`` of step K
     reads the new reference; recomputed here by hand from the logits after K steps."""
     K, kw = 5, dict(beta=0.5, kl_estimator="exact")
-    synced = gc.train_batch(*ARGS, [4], max_steps=K + 1, sync_ref_model=True,
+    synced = logged(*ARGS, [4], max_steps=K + 1, sync_ref_model=True,
                             ref_model_sync_steps=K, ref_model_mixup_alpha=alpha, **kw)
-    frozen = gc.train_batch(*ARGS, [4], max_steps=K + 1, **kw)
+    frozen = logged(*ARGS, [4], max_steps=K + 1, **kw)
     np.testing.assert_array_equal(synced.metrics["kl"][:, :K], frozen.metrics["kl"][:, :K])
-    logits = gc.train_batch(*ARGS, [4], max_steps=K, **kw).logits[0]  # the policy after K steps
+    logits = logged(*ARGS, [4], max_steps=K, **kw).logits[0]  # the policy after K steps
     ref = gc.log_softmax(alpha * logits + (1 - alpha) * W.ref_logits)
     u = np.random.default_rng(4).random((K + 1, 6, 8))[K]
     samples = gc.sample_from_uniforms(gc.softmax(logits), u)
@@ -274,7 +279,7 @@ def test_ref_sync_is_trls_mixup_every_k_steps(alpha):
 def test_kl_estimators_in_the_loss_and_the_reward_train():
     for kw in ({"kl_estimator": "k3"}, {"kl_estimator": "k2"},
                {"kl_estimator": "k1", "kl_in": "reward"}):
-        res = gc.train_batch(*ARGS, [0], max_steps=30, beta=0.1, **kw)
+        res = logged(*ARGS, [0], max_steps=30, beta=0.1, **kw)
         assert res.reward[0, -1] > res.reward[0, 0] + 0.5
         assert (res.metrics["kl"][0, 1:] > 0).all()
 
@@ -292,6 +297,14 @@ def test_bad_knobs_name_themselves(knob, value):
         gc.train_batch(*ARGS, [0], **({"max_steps": 1} | {knob: value}))
 
 
+def test_metrics_only_when_asked_and_the_run_is_the_same():
+    quiet = gc.train_batch(*ARGS, [0, 1], max_steps=30, num_iterations=4, beta=0.1,
+                           kl_estimator="k3")
+    loud = logged(*ARGS, [0, 1], max_steps=30, num_iterations=4, beta=0.1, kl_estimator="k3")
+    assert quiet.metrics is None and loud.metrics["clip_ratio/region_mean"].max() > 0
+    np.testing.assert_array_equal(quiet.logits, loud.logits)
+
+
 def test_unknown_knobs_and_the_old_names_are_refused():
     for old in ("G", "lr", "steps", "baseline", "normalise", "ref_reset_every"):
         with pytest.raises(TypeError, match=old):
@@ -301,13 +314,13 @@ def test_unknown_knobs_and_the_old_names_are_refused():
 def test_the_toy_defaults_and_the_advantage_switch():
     """train_batch's config: the toy's DEFAULTS over GRPOConfig's; scale_rewards switches the
     advantage to TRL's (kind None), kind to the book's (scale_rewards None)."""
-    cfg = gc.training.config()
+    cfg = gc.training.toy_config()
     assert (cfg.learning_rate, cfg.max_steps, cfg.beta, cfg.kind) == (0.05, 300, 0.02,
                                                                      "group_norm")
     assert cfg.scale_rewards is None and cfg.kl_estimator == "exact" and cfg.float32_advantages
-    trl = gc.training.config(scale_rewards="batch")
+    trl = gc.training.toy_config(scale_rewards="batch")
     assert trl.kind is None and trl.scale_rewards == "batch"
     with pytest.raises(ValueError, match="exclusive"):
-        gc.training.config(scale_rewards="group", kind="group")
+        gc.training.toy_config(scale_rewards="group", kind="group")
     res = gc.train_batch(*ARGS, [0], max_steps=2, per_device_train_batch_size=48)
     assert res.config.per_device_train_batch_size == 48

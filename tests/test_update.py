@@ -98,6 +98,44 @@ def test_add_terms_sees_this_steps_logp_pi_old_and_aux_and_its_term_is_trained()
     assert torch.equal(_logp(p, tok).detach()[mask == 0], old[mask == 0])  # padding: untouched
 
 
+def test_default_clip_range_is_trls_and_metric_shapes_follow_the_runs():
+    """loss_kwargs without epsilon: the clip metrics use TRL's 0.2 (as grpo_loss does); one
+    run without a run axis gives floats, R runs give (R,) arrays, also at mu = 1 (zeros)."""
+    theta, tok, adv, mask, _ = _batch(R=1, B=64, T=3, seed=3)
+    theta, tok, adv, mask = theta[0], tok[0], adv[0], mask[0]  # no run axis
+    for mu in (1, 2):
+        p = theta.clone().requires_grad_(True)
+        clip, _, _ = gc.grpo_update(lambda p=p: (_logp(p, tok), None), adv, mask,
+                                    Adam([p], lr=0.4), num_iterations=mu, loss_kwargs={})
+        assert set(clip) == {"clip_ratio/low_mean", "clip_ratio/high_mean",
+                             "clip_ratio/region_mean"}
+        assert all(isinstance(v, float) for v in clip.values())
+        if mu == 1:
+            assert all(v == 0.0 for v in clip.values())
+            continue
+        q = theta.clone().requires_grad_(True)
+        opt = torch.optim.Adam([q], lr=0.4)
+        old = _logp(q, tok).detach()
+        gc.grpo_loss(_logp(q, tok), old, None, adv, mask).backward()
+        opt.step()
+        ratio = (_logp(q, tok).detach() - old).exp()
+        low = ((ratio < 0.8) & (adv[:, None] < 0)).double()
+        high = ((ratio > 1.2) & (adv[:, None] > 0)).double()
+        assert low.sum() > 0 and high.sum() > 0
+        want = float((low * mask).sum() / mask.sum()) / 2
+        assert clip["clip_ratio/low_mean"] == pytest.approx(want, rel=1e-12)
+        assert clip["clip_ratio/high_mean"] == pytest.approx(
+            float((high * mask).sum() / mask.sum()) / 2, rel=1e-12)
+    theta, tok, adv, mask, _ = _batch(R=3)
+    p = theta.clone().requires_grad_(True)
+    clip, _, _ = gc.grpo_update(lambda: (_logp(p, tok), None), adv, mask, Adam([p], lr=0.1),
+                                num_iterations=1, loss_kwargs={})
+    assert all(np.array_equal(v, np.zeros(3)) for v in clip.values())
+    none, _, _ = gc.grpo_update(lambda: (_logp(p, tok), None), adv, mask, Adam([p], lr=0.1),
+                                num_iterations=2, loss_kwargs={}, metrics=False)
+    assert none == {}
+
+
 def test_on_policy_update_clips_nothing_and_is_reinforce():
     """mu = 1: ratio 1, so the gradient is -A grad log pi averaged over tokens ("dapo")."""
     theta, tok, adv, mask, _ = _batch(R=1)
