@@ -31,7 +31,9 @@ import loop_reference  # noqa: E402
 
 import grpo_core as gc  # noqa: E402
 
-SEED_SCRIPT = ROOT.parent / "shared" / "seed" / "grpo_from_scratch.py"
+SEED_SCRIPT = next((d / "shared" / "seed" / "grpo_from_scratch.py" for d in ROOT.parents[:2]
+                    if (d / "shared" / "seed" / "grpo_from_scratch.py").exists()),
+                   ROOT.parent / "shared" / "seed" / "grpo_from_scratch.py")  # ../ or ../../
 
 
 def best_of(fn, n: int) -> float:

@@ -64,8 +64,8 @@ def grpo_update(forward: Callable[[], tuple[torch.Tensor, Any]], adv: torch.Tens
         log pi_old ``(..., B, T)``; the last ``aux``.
     """
     blocks = [(None, loss_kwargs)] if isinstance(loss_kwargs, dict) else loss_kwargs
-    zero = 0.0 if adv.ndim == 1 else np.zeros(adv.shape[:-1])  # one value per run
-    clip = {name: zero for name in CLIP_METRICS}
+    clip = {name: 0.0 if adv.ndim == 1 else np.zeros(adv.shape[:-1])  # one value per run
+            for name in CLIP_METRICS}
     for k in range(num_iterations):
         logp, aux = forward()
         if k == 0:  # pi_old: the policy that sampled the batch, fixed for its mu steps
@@ -92,7 +92,6 @@ def grpo_update(forward: Callable[[], tuple[torch.Tensor, Any]], adv: torch.Tens
                 if runs is None:
                     clip[name] = clip[name] + v / num_iterations
                 else:  # one array over all runs, filled block by block
-                    clip[name] = clip[name] + np.zeros(adv.shape[0])
                     clip[name][runs.numpy()] += v / num_iterations
     return clip if metrics else {}, old_logp, aux
 
