@@ -154,3 +154,21 @@ def test_inline_figures_use_the_single_draw_png():
     empty = plt.figure()
     assert viz._inline_png(empty) is None, "an empty figure shows nothing, as in IPython"
     plt.close(empty)
+
+
+def test_table_aligns_text_and_writes_an_escaped_html_table():
+    import numpy as np
+    import pytest
+
+    from grpo_core import viz
+
+    t = viz.table(["mu", "name", "reward"], [[np.int64(1), "a<b", 5.4], [8, "long name", 5.51234]],
+                  caption="cap", fmt="{:.3f}")
+    lines = repr(t).splitlines()
+    assert lines[0] == "cap" and lines[1].split() == ["mu", "name", "reward"]
+    assert lines[3] == " 1  a<b         5.400" and lines[4] == " 8  long name   5.512"
+    html = t._repr_html_()
+    assert html.count("<tr>") == 3 and "a&lt;b" in html and "<caption>cap</caption>" in html
+    assert 'style="text-align:right">5.512' in html and 'style="text-align:left">long name' in html
+    with pytest.raises(ValueError, match="every row needs 3 cells"):
+        viz.table(["a", "b", "c"], [[1, 2]])
