@@ -117,3 +117,38 @@ def test_diagnose_recognises_a_transpose_and_stays_quiet_otherwise():
     e = np.arange(9.0).reshape(3, 3)
     assert "axis" in ex.diagnose(e.T.copy(), e)
     assert ex.diagnose(e + np.array([0, 0, 1.0]), e) == ""
+
+
+def test_diagnose_names_each_factor():
+    e = np.array([[1.0, -2.0, 0.0], [0.5, 3.0, 0.0]])  # (2, 3): axis lengths 2 and 3
+    args = (e,)
+    assert ex.diagnose(3 * e, e, args).startswith("off by a factor 3, an axis length: a sum")
+    assert ex.diagnose(e / 3, e, args).startswith("off by a factor 1/3, an axis length: a mean")
+    assert ex.diagnose(2 * e, e, args).startswith("off by a factor 2, an axis length")
+    assert ex.diagnose(0.5 * e, e, ()) == "off by a factor 0.5: a missing or extra 1/2?"
+    assert ex.diagnose(3.7 * e, e, args) == "off by a constant factor 3.7"
+    assert "sign is flipped" in ex.diagnose(-e, e, args)
+    assert ex.diagnose(np.zeros_like(e), np.zeros_like(e)) == ""  # nothing to compare
+    nan = e.copy()
+    nan[0, 0] = np.nan
+    assert ex.diagnose(nan, e).startswith("NaN where the reference is finite")
+    off = 3 * e
+    off[0, 2] = 1.0  # non-zero where the reference is 0: not a pure factor
+    assert ex.diagnose(off, e, args) == ""
+    assert ex._sizes((np.zeros((1, 4, 2)), 3.0)) == {2, 4}
+
+
+def test_the_second_failure_drops_the_retry_note(capsys):
+    wrong = lambda lp, ref: (ref - lp) ** 2  # noqa: E731
+    ex.check_k2(wrong)
+    assert "a second failure shows how to compute it" in said(capsys)
+    ex.check_k2(wrong)
+    assert "a second failure" not in said(capsys)
+
+
+def test_long_lines_are_wrapped_under_their_indent():
+    line = "  hint: " + " ".join(["word"] * 40)
+    wrapped = ex._wrap(line).splitlines()
+    assert len(wrapped) > 1 and all(len(w) <= 80 for w in wrapped)
+    assert all(w.startswith("      word") for w in wrapped[1:])  # 2 + 4 spaces
+    assert ex._wrap("short line") == "short line" and ex._wrap("x" * 80) == "x" * 80
