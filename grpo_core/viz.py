@@ -511,7 +511,8 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, caption: str 
              else fmt.format(c) for c in r] for r in rows]
     if any(len(r) != len(header) for r in text):
         raise ValueError(f"every row needs {len(header)} cells, one per column of {header}")
-    numeric = [all(_is_number(r[j]) for r in text) and bool(text) for j in range(len(header))]
+    numeric = [all(_is_number(r[j]) or r[j] in ("-", "") for r in text)  # "-": no value
+               and any(_is_number(r[j]) for r in text) for j in range(len(header))]
     return Table(header, text, caption, numeric)
 
 
