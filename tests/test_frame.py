@@ -49,9 +49,12 @@ def test_toc_is_a_numbered_jb_book():
     toc = load_yaml("_toc.yml")
     assert toc["format"] == "jb-book"
     assert toc["root"] == "book/intro"
-    for part in toc.get("parts") or []:
+    parts = toc.get("parts") or []
+    for part in parts:
         assert part.get("caption"), part
-        assert part.get("numbered") is True, part
+        # chapters are numbered; the closing "Reference" part (cheat-sheet, glossary) is not
+        assert part.get("numbered") is (part["caption"] != "Reference"), part
+    assert [p["caption"] for p in parts].index("Reference") == len(parts) - 1
 
 
 def test_every_toc_entry_has_exactly_one_source_file():
