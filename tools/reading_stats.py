@@ -114,7 +114,8 @@ def notebook_stats(nb: dict) -> dict[str, float]:
 
 def reading_time_markdown(s: dict[str, float]) -> str:
     """The line shown at the top of a chapter: its careful reading time and what it is made of."""
-    parts = [f"{s['words']:,.0f} words", f"{s['code'] + s['source']:,.0f} lines of code"]
+    lines = s["code"] + s["source"]
+    parts = [f"{s['words']:,.0f} words", f"{lines:,.0f} line{'s' * (lines != 1)} of code"]
     if s["figures"]:
         parts.append(f"{s['figures']:.0f} figure{'s' * (s['figures'] != 1)}")
     if s["exercises"]:
