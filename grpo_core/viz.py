@@ -500,3 +500,73 @@ def show_source(obj: Any):
     from IPython.display import Markdown
 
     return Markdown(f"```python\n{inspect.getsource(obj).rstrip()}\n```")
+
+
+class Table:
+    """A small result table in two forms: aligned plain text (``repr``, what a terminal and the
+    stored-output checks see) and an HTML ``<table>`` that wraps to the page's column (what the
+    book shows). Build it with :func:`table`."""
+
+    def __init__(self, header: Sequence[str], rows: Sequence[Sequence[str]], caption: str | None,
+                 numeric: Sequence[bool]) -> None:
+        self.header, self.rows, self.caption, self.numeric = header, rows, caption, numeric
+
+    def __repr__(self) -> str:
+        columns = range(len(self.header))
+        widths = [max(len(r[j]) for r in [self.header, *self.rows]) for j in columns]
+
+        def line(cells):
+            padded = (c.rjust(w) if num else c.ljust(w)
+                      for c, w, num in zip(cells, widths, self.numeric, strict=True))
+            return "  ".join(padded).rstrip()
+
+        out = [line(self.header), "  ".join("-" * w for w in widths)]
+        out += [line(r) for r in self.rows]
+        return "\n".join(([self.caption] if self.caption else []) + out)
+
+    def _repr_html_(self) -> str:
+        def cell(tag, text, num):
+            align = "right" if num else "left"
+            return f'<{tag} style="text-align:{align}">{html.escape(text)}</{tag}>'
+
+        head = "".join(cell("th", h, n) for h, n in zip(self.header, self.numeric, strict=True))
+        body = "".join("<tr>" + "".join(cell("td", c, n) for c, n in
+                                         zip(r, self.numeric, strict=True)) + "</tr>"
+                       for r in self.rows)
+        caption = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
+        return (f'<div class="grpo-table" style="max-width:100%;overflow-x:auto">'
+                f'<table class="table">{caption}<thead><tr>{head}</tr></thead>'
+                f"<tbody>{body}</tbody></table></div>")
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, caption: str | None = None,
+          fmt: str = "{:.4f}") -> Table:
+    """A table of results (one row per setting), shown as a real HTML table on the page and as
+    aligned text elsewhere. Make it the last expression of its cell.
+
+    Args:
+        header: the column names, ``(C,)``.
+        rows: ``(R, C)`` cells: strings are shown as they are, numbers through ``fmt``
+            (format them yourself where a column needs another precision); integers as they are.
+        caption: an optional line above the table.
+        fmt: the format of numeric cells, e.g. ``"{:.3f}"``.
+
+    Returns:
+        A :class:`Table`. Used by chapters 10-15.
+    """
+    header = [str(h) for h in header]
+    text = [[c if isinstance(c, str) else str(c) if isinstance(c, int | np.integer)
+             else fmt.format(c) for c in r] for r in rows]
+    if any(len(r) != len(header) for r in text):
+        raise ValueError(f"every row needs {len(header)} cells, one per column of {header}")
+    numeric = [all(_is_number(r[j]) or r[j] in ("-", "") for r in text)  # "-": no value
+               and any(_is_number(r[j]) for r in text) for j in range(len(header))]
+    return Table(header, text, caption, numeric)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.replace(",", "").replace("%", "").replace("+-", "").split()[0])
+    except (ValueError, IndexError):
+        return False
+    return True

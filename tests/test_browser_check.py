@@ -77,3 +77,21 @@ def test_axe_fails_on_serious_and_critical_only_and_upstream_is_narrow(bc):
     assert bc.AXE_FAILING_IMPACTS == ("serious", "critical")
     for rule, rx, why in bc.AXE_UPSTREAM:  # each entry names one rule and a specific selector
         assert rule and why and rx not in ("", ".*", ".")
+
+
+def test_control_characters_in_notebook_sources_are_found(bc, tmp_path):
+    import json
+
+    book = tmp_path
+    (book / "book").mkdir()
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": ["ok $\\beta$\n", "fine"]},
+             {"cell_type": "markdown", "metadata": {}, "source": "a $\x08eta > 0$ b"}]
+    (book / "book" / "ch.ipynb").write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    (book / "book" / "intro.md").write_text("tab\tand newline\n are fine\r\n", encoding="utf-8")
+    found = bc.source_control_chars(book, ["book/intro", "book/ch"])
+    assert len(found) == 1 and "cell 1, line 1" in found[0] and "\\x08" in found[0]
+
+
+def test_the_books_sources_have_no_control_characters(bc):
+    toc = bc.yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    assert bc.source_control_chars(ROOT, bc.toc_files(toc)) == []

@@ -315,7 +315,7 @@ def test_chapter_13_checker_accepts_the_solution_and_rejects_dapo(capsys):
     def solution(per_token, mask, loss_type, max_completion_length):
         masked = per_token * mask
         if loss_type == "grpo":
-            return (masked.sum(-1) / mask.sum(-1)).mean()
+            return (masked.sum(-1) / mask.sum(-1).clamp(min=1)).mean()  # all-padding rows
         return masked.sum() / (mask.shape[0] * max_completion_length)
 
     def token_mean(per_token, mask, loss_type, max_completion_length):

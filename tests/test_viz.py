@@ -195,3 +195,21 @@ def test_a_raised_dpi_leaves_the_figures_own_dpi_and_repr():
     viz._inline_png(fig)
     assert repr(fig) == before and fig.dpi == 80
     plt.close(fig)
+
+
+def test_table_aligns_text_and_writes_an_escaped_html_table():
+    import numpy as np
+    import pytest
+
+    from grpo_core import viz
+
+    t = viz.table(["mu", "name", "reward"], [[np.int64(1), "a<b", 5.4], [8, "long name", 5.51234]],
+                  caption="cap", fmt="{:.3f}")
+    lines = repr(t).splitlines()
+    assert lines[0] == "cap" and lines[1].split() == ["mu", "name", "reward"]
+    assert lines[3] == " 1  a<b         5.400" and lines[4] == " 8  long name   5.512"
+    html = t._repr_html_()
+    assert html.count("<tr>") == 3 and "a&lt;b" in html and "<caption>cap</caption>" in html
+    assert 'style="text-align:right">5.512' in html and 'style="text-align:left">long name' in html
+    with pytest.raises(ValueError, match="every row needs 3 cells"):
+        viz.table(["a", "b", "c"], [[1, 2]])

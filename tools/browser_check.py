@@ -15,8 +15,11 @@ every `file:` entry), checks that:
 - no JavaScript exception is thrown (apart from a short, commented allowlist of offline noise);
 - no file of the book itself (a request to the local server) is missing;
 - ids are unique on the page;
-- no raw TeX (`\\(`, `\\[`, `$$`, `\\frac`, ...) is visible outside code once MathJax (served by
-  the site itself, so this holds offline) has typeset the page;
+- no raw TeX (`\\(`, `\\[`, `$$`, or any command such as `\\frac` or `\\lambda`) is visible outside
+  code once MathJax (served by the site itself, so this holds offline) has typeset the page, and
+  MathJax shows no error box (`mjx-merror`, "Math input error");
+- no notebook or Markdown source of the book contains a control character (JSON turns an
+  unescaped `\\b` of `\\beta` into a backspace; checked before the browser starts);
 - a notebook page has a Binder launch button that opens it in JupyterLab;
 - every kernel-free slider (grpo_core.viz.slider; contract in its module docstring) works: its
   range inputs are moved, one at a time (value set + an `input` event, as a drag does), through
@@ -26,7 +29,9 @@ every `file:` entry), checks that:
   slider's current values, and its picture differs from the one shown before the move.
 
 At every width it also checks the layout: the page does not scroll sideways, and no display
-equation is wider than the column without scrolling inside its box (a clipped equation). At phone
+equation is wider than the column without scrolling inside its box (a clipped equation). At
+desktop width (above 640 px) no display equation and no table may be wider than the article's
+column at all. At phone
 width (`--width` 640 or less) every figure must be shown at 90% of its pixel size or more (scaled to
 a 360 px column, a figure's text is 3-5 px high; _static/grpo.css shows it at its own size in an
 output box that scrolls sideways), a tap on the page's widest figure wider than its box must fit
@@ -165,7 +170,8 @@ JS_RAW_TEX = r"""async () => {
   const skip = "pre, code, script, style, mjx-container, .MathJax, textarea";
   const walker = document.createTreeWalker(scope, NodeFilter.SHOW_TEXT);
   const found = [];
-  const tex = /\\\(|\\\)|\\\[|\\\]|\$\$|\\begin\{|\\frac|\\mathrm/;
+  // delimiters, or any TeX command (a backslash and two or more letters) left as text
+  const tex = /\\\(|\\\)|\\\[|\\\]|\$\$|\\[A-Za-z]{2,}/;
   for (let n = walker.nextNode(); n; n = walker.nextNode()) {
     const el = n.parentElement;
     if (!el || el.closest(skip) || !el.checkVisibility()) { continue; }
@@ -204,6 +210,39 @@ JS_LAYOUT = r"""() => {
                        what: img.getAttribute("data-key") || (img.getAttribute("alt") || "")
                          .slice(0, 60)}));
   return {overflow: doc.scrollWidth - doc.clientWidth, math: math, figures: figures};
+}"""
+
+# In the page, after MathJax has typeset it: every MathJax error box (mjx-merror: "Math input
+# error" in red on the page), with the TeX it could not read.
+JS_MATH_ERRORS = r"""() => Array.from(document.querySelectorAll("mjx-merror")).map((e) => ({
+  text: (e.getAttribute("data-mjx-error") || e.textContent || "").slice(0, 80),
+  tex: ((e.closest("mjx-container") || {}).getAttribute
+        ? (e.closest("mjx-container").getAttribute("aria-label") || "") : "").slice(0, 80)}))"""
+
+# In the page: display equations and tables (markdown tables and tables in outputs) wider than the
+# article's column. At desktop width nothing should need to scroll sideways to be read.
+JS_WIDE = r"""() => {
+  const scope = document.querySelector("article") || document.querySelector("main")
+    || document.body;
+  const column = scope.clientWidth;
+  const wide = [];
+  const describe = (el) => (el.id || (el.closest("[id]") || {}).id || "")
+    + ": " + (el.textContent || "").replace(/\s+/g, " ").trim().slice(0, 50);
+  scope.querySelectorAll("div.math mjx-math, mjx-container[display='true'] mjx-math")
+    .forEach((m) => {
+      const w = m.getBoundingClientRect().width;
+      if (w > column + 1 && m.checkVisibility()) {
+        wide.push({kind: "display equation", width: w, column: column, what: describe(m.closest(
+          "div.math, mjx-container"))});
+      }
+    });
+  scope.querySelectorAll("table").forEach((t) => {
+    const w = Math.max(t.scrollWidth, t.getBoundingClientRect().width);
+    if (w > column + 1 && t.checkVisibility()) {
+      wide.push({kind: "table", width: w, column: column, what: describe(t)});
+    }
+  });
+  return wide;
 }"""
 
 JS_DUPLICATE_IDS = """() => {
@@ -401,6 +440,51 @@ def check_layout(page, result: PageResult, phone: bool) -> None:
 
 JS_FIGURE_WIDTH = """(img) => ({shown: img.getBoundingClientRect().width,
   box: img.closest("div.cell_output").clientWidth})"""
+
+
+def check_math_errors(page, result: PageResult) -> None:
+    """MathJax's error boxes (``mjx-merror``, "Math input error"): TeX that MathJax could not
+    read, such as a ``\\b`` of ``\\beta`` that JSON turned into a backspace. Call after
+    JS_RAW_TEX, which waits for the typesetting."""
+    for err in page.evaluate(JS_MATH_ERRORS):
+        result.fail(f"MathJax error on the page: {err['text']!r} in {err['tex']!r}")
+
+
+def check_width(page, result: PageResult) -> None:
+    """At desktop width: no display equation and no table wider than the article's column (to
+    read it a reader would scroll sideways, or it is cut off)."""
+    for w in page.evaluate(JS_WIDE):
+        result.fail(f"{w['kind']} {w['width']:.0f} px wide in a {w['column']} px column "
+                    f"({w['what']})")
+
+
+# A control character in a notebook's source (other than tab, newline, carriage return) is always
+# a mistake: JSON reads "\beta" as a backspace and "eta", and the page shows a MathJax error.
+CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def source_control_chars(book: Path, pages: list[str]) -> list[str]:
+    """Every control character in the sources of the book's pages (notebook cells, Markdown),
+    as "page, cell N, line L: ...context..." failures."""
+    import json
+
+    found = []
+    for name in pages:
+        for suffix in (".ipynb", ".md"):
+            path = book / f"{name}{suffix}"
+            if not path.is_file():
+                continue
+            text = path.read_text(encoding="utf-8")
+            cells = ([c.get("source", "") for c in json.loads(text).get("cells", [])]
+                     if suffix == ".ipynb" else [text])
+            for i, src in enumerate(cells):
+                src = "".join(src) if isinstance(src, list) else src
+                for m in CONTROL_CHARS.finditer(src):
+                    line = src.count("\n", 0, m.start()) + 1
+                    context = src[max(0, m.start() - 20):m.end() + 20].replace("\n", " ")
+                    found.append(f"{name}{suffix}: control character {m.group()!r} in cell {i}, "
+                                 f"line {line}: ...{context!r}...")
+    return found
 
 
 def check_tap_to_fit(page, result: PageResult) -> None:
@@ -629,9 +713,12 @@ def check_page(page, base: str, name: str, errors: list[str], bad_requests: list
         result.fail(f"raw TeX visible (MathJax {tex['version'] or 'not loaded'}): ...{snippet}...")
     if len(tex["raw"]) > 5:
         result.fail(f"... and {len(tex['raw']) - 5} more text node(s) with raw TeX")
+    check_math_errors(page, result)
     check_layout(page, result, phone)
     if phone:
         check_tap_to_fit(page, result)
+    else:
+        check_width(page, result)
     check_axe(page, result)
     check_hygiene(page, result)
     check_text_size(page, result)
@@ -699,6 +786,9 @@ def run(book: Path, html: Path, shots: Path, update_docs: bool, width: int = 128
         print(f"error: no built site at {html}: run jupyter-book build first", file=sys.stderr)
         return 2
 
+    source_failures = source_control_chars(book, pages)
+    for f in source_failures:
+        print(f"  FAILED: {f}")
     server, base = serve(html)
     allowed = [(re.compile(rx), why) for rx, why in ALLOWED_PAGE_ERRORS]
     errors: list[str] = []
@@ -800,7 +890,7 @@ def run(book: Path, html: Path, shots: Path, update_docs: bool, width: int = 128
     if any(r.taps for r in results):
         print(f"{sum(r.taps for r in results)} wide figures tapped to fit the column and back")
     print(f"browser-check: {len(results) - n_failed} passed, {n_failed} failed")
-    return 1 if failures or not results or (update_docs and not saved) else 0
+    return 1 if failures or source_failures or not results or (update_docs and not saved) else 0
 
 
 def main(argv: list[str] | None = None) -> int:

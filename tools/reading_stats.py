@@ -64,11 +64,21 @@ def _words(markdown: str) -> int:
     return len(re.findall(r"\S+", NOT_WORDS.sub(" ", markdown)))
 
 
+# The chapter's own "reading time" cell (inserted by tools/run_notebooks.py) is not counted.
+READING_TIME_CELL_ID = "reading-time"
+
+
 def chapter_stats(path: Path) -> dict[str, float]:
     """Counts for one notebook (see the module docstring for what each one means)."""
-    nb = json.loads(path.read_text())
+    return notebook_stats(json.loads(path.read_text(encoding="utf-8")))
+
+
+def notebook_stats(nb: dict) -> dict[str, float]:
+    """Counts for one notebook given as its JSON dict (or an nbformat NotebookNode)."""
     s = dict(words=0, optional=0, code=0, hidden=0, source=0, figures=0, exercises=0)
     for cell in nb["cells"]:
+        if cell.get("id") == READING_TIME_CELL_ID:
+            continue
         tags = set(cell.get("metadata", {}).get("tags", []))
         src = _text(cell["source"])
         if cell["cell_type"] == "markdown":
@@ -100,6 +110,21 @@ def chapter_stats(path: Path) -> dict[str, float]:
     s["minutes"] = (s["words"] / WORDS_PER_MIN + (s["code"] + s["source"]) / LINES_PER_MIN
                     + s["figures"] * MIN_PER_FIGURE + s["exercises"] * MIN_PER_EXERCISE)
     return s
+
+
+def reading_time_markdown(s: dict[str, float]) -> str:
+    """The line shown at the top of a chapter: its careful reading time and what it is made of."""
+    lines = s["code"] + s["source"]
+    parts = [f"{s['words']:,.0f} words", f"{lines:,.0f} line{'s' * (lines != 1)} of code"]
+    if s["figures"]:
+        parts.append(f"{s['figures']:.0f} figure{'s' * (s['figures'] != 1)}")
+    if s["exercises"]:
+        parts.append(f"{s['exercises']:.0f} exercise{'s' * (s['exercises'] != 1)}")
+    text = (f"*Careful reading: about {round(s['minutes'])} min* ({', '.join(parts)}; "
+            "counted by the book's `tools/reading_stats.py`).")
+    if s["optional"]:
+        text += f" The collapsed boxes add {s['optional']:,.0f} words, optional."
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -133,6 +133,35 @@ def ensure_colab_cell(nb) -> None:
     nb.cells.insert(0, cell)
 
 
+READING_TIME_CELL_ID = "reading-time"
+
+
+def ensure_reading_time_cell(nb) -> None:
+    """Insert right after the title cell, or refresh in place, a small markdown cell with the
+    chapter's careful reading time as tools/reading_stats.py computes it (that cell left out of
+    the count). Call it on the executed notebook: figures are counted from the stored outputs.
+    Untagged: the page shows it. tests/test_reading_time.py checks it never drifts."""
+    import importlib.util
+
+    import nbformat
+
+    path = ROOT / "tools" / "reading_stats.py"
+    spec = importlib.util.spec_from_file_location("reading_stats", path)
+    stats = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stats)
+    assert stats.READING_TIME_CELL_ID == READING_TIME_CELL_ID
+    cells = [c for c in nb.cells if c.get("id") == READING_TIME_CELL_ID]
+    if cells:
+        cell = cells[0]
+    else:
+        titles = [i for i, c in enumerate(nb.cells)
+                  if c.cell_type == "markdown" and c.source.lstrip().startswith("# ")]
+        cell = nbformat.v4.new_markdown_cell(id=READING_TIME_CELL_ID)
+        nb.cells.insert(titles[0] + 1 if titles else 0, cell)
+    cell.metadata = {}
+    cell.source = stats.reading_time_markdown(stats.notebook_stats(nb))
+
+
 def strip_widget_state(nb) -> None:
     nb.metadata.pop("widgets", None)
 
@@ -153,8 +182,10 @@ def stabilise_widget_views(nb) -> None:
             view["model_id"] = f"{cell.id}-{k}"
 
 
-def execute_notebook(path: Path, timeout: int = TIMEOUT_PER_CELL) -> bool:
-    """Execute `path` in place. Returns True if the stored file changed."""
+def execute_notebook(path: Path, timeout: int = TIMEOUT_PER_CELL,
+                     add_reading_time: bool = True) -> bool:
+    """Execute `path` in place. Returns True if the stored file changed. A notebook of the book
+    gets its reading-time cell (`add_reading_time`, or refreshed whenever it has one)."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -174,6 +205,8 @@ def execute_notebook(path: Path, timeout: int = TIMEOUT_PER_CELL) -> bool:
     client.execute()
     strip_widget_state(nb)
     stabilise_widget_views(nb)
+    if add_reading_time or any(c.get("id") == READING_TIME_CELL_ID for c in nb.cells):
+        ensure_reading_time_cell(nb)
     nbformat.validate(nb)
     text = nbformat.writes(nb)
     text += "" if text.endswith("\n") else "\n"  # as nbformat.write does
@@ -204,6 +237,10 @@ def refresh_first_cell(path: Path) -> bool:
     return True
 
 
+def _in_book(path: Path) -> bool:
+    return path.resolve().parent == BOOK.resolve()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: every book/*.ipynb")
@@ -228,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     for i, path in enumerate(paths, 1):
         start = time.perf_counter()
         try:
-            changed = execute_notebook(path, timeout=args.timeout)
+            changed = execute_notebook(path, timeout=args.timeout,
+                                       add_reading_time=_in_book(path))
         except Exception as exc:  # report every notebook, then fail
             failed.append(path)
             status = f"FAILED ({type(exc).__name__})"
