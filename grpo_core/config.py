@@ -104,39 +104,39 @@ class GRPOConfig:
     ref_model_mixup_alpha: float = _trl(0.6, 851, "pi_ref <- alpha pi + (1 - alpha) pi_ref at a "
                                         "refresh (1: a reset)", (6, 9))
 
-    # --- issue 22 (chapter 17): TRL 1.16's other loss knobs, several rewards, vLLM's weight -----
+    # --- chapter 17: TRL 1.16's other loss knobs, several rewards, vLLM's weight ---
     # grpo_loss takes the first ten (loss_kwargs), trl_rewards the next two, and
     # loss.vllm_importance_sampling_ratio the last three. Checked by _check_loss_knobs.
     delta: float | None = _trl(None, 697, "INTELLECT-2's two-sided clip: cap the unclipped "
-                               "ratio at delta (None: off; > 1 + epsilon)", 17)
-    sapo_temperature_neg: float = _trl(1.05, 714, "SAPO's gate temperature where A <= 0", 17)
-    sapo_temperature_pos: float = _trl(1.0, 722, "SAPO's gate temperature where A > 0", 17)
-    vespo_k_pos: float = _trl(2.0, 730, "VESPO's power k of the sequence ratio, A >= 0", 17)
-    vespo_lambda_pos: float = _trl(3.0, 737, "VESPO's decay lambda, A >= 0", 17)
-    vespo_k_neg: float = _trl(3.0, 745, "VESPO's power k, A < 0", 17)
-    vespo_lambda_neg: float = _trl(2.0, 752, "VESPO's decay lambda, A < 0", 17)
+                               "ratio at delta (None: off; > 1 + epsilon)", (17,))
+    sapo_temperature_neg: float = _trl(1.05, 714, "SAPO's gate temperature where A <= 0", (17,))
+    sapo_temperature_pos: float = _trl(1.0, 722, "SAPO's gate temperature where A > 0", (17,))
+    vespo_k_pos: float = _trl(2.0, 730, "VESPO's power k of the sequence ratio, A >= 0", (17,))
+    vespo_lambda_pos: float = _trl(3.0, 737, "VESPO's decay lambda, A >= 0", (17,))
+    vespo_k_neg: float = _trl(3.0, 745, "VESPO's power k, A < 0", (17,))
+    vespo_lambda_neg: float = _trl(2.0, 752, "VESPO's decay lambda, A < 0", (17,))
     top_entropy_quantile: float = _trl(1.0, 866, "keep in the loss only this top fraction of "
-                                       "tokens by entropy (1: all; the 80/20 paper: 0.2)", 17)
+                                       "tokens by entropy (1: all; the 80/20 paper: 0.2)", (17,))
     entropy_coef: float = _trl(0.0, 876, "subtract this times the mean token entropy from the "
-                               "loss (an exploration bonus; 0: off)", 17)
+                               "loss (an exploration bonus; 0: off)", (17,))
     off_policy_mask_threshold: float | None = _trl(
         None, 963, "DeepSeek-V3.2: drop a sequence with A < 0 whose mean log(pi_sampler / pi) "
-        "exceeds this (None: off)", 17)
+        "exceeds this (None: off)", (17,))
     reward_weights: tuple[float, ...] | None = _trl(
-        None, 770, "one weight per reward function (None: all 1)", 17)
+        None, 770, "one weight per reward function (None: all 1)", (17,))
     multi_objective_aggregation: str = _trl(
         "sum_then_normalize", 777, "several rewards: sum then normalise, or GDPO's normalise "
-        "each then sum", 17)
+        "each then sum", (17,))
     vllm_importance_sampling_mode: str = _trl(
         "sequence_mask", 934, "vLLM's weight pi_old / pi_vLLM: per token or sequence, clipped "
-        "(truncate) or zeroed (mask) outside the bounds", 17)
+        "(truncate) or zeroed (mask) outside the bounds", (17,))
     vllm_importance_sampling_clip_max: float | None = _trl(
-        3.0, 947, "vLLM's weight: upper bound", 17)
+        3.0, 947, "vLLM's weight: upper bound", (17,))
     vllm_importance_sampling_clip_min: float | None = _trl(
-        None, 955, "vLLM's weight: lower bound", 17)
+        None, 955, "vLLM's weight: lower bound", (17,))
 
     def _check_loss_knobs(self) -> None:
-        """The checks of the issue-22 block, as grpo_loss and trl_rewards make them."""
+        """The checks of the chapter-17 block, as grpo_loss and trl_rewards make them."""
         from .loss import AGGREGATIONS, VLLM_IS_MODES
 
         if self.delta is not None:
@@ -164,10 +164,10 @@ class GRPOConfig:
                 check_float(getattr(self, name), name)
 
     def _loss_knob_kwargs(self) -> dict:
-        """The issue-22 block's grpo_loss keywords (TRL's names)."""
+        """The chapter-17 block's grpo_loss keywords (TRL's names)."""
         return {name: getattr(self, name) for name in LOSS_KNOBS}
 
-    # --- end of the issue-22 block ---------------------------------------------------------------
+    # --- end of the chapter-17 block --------------------------------------------------------
 
     # --- the book's own knobs: trl.GRPOConfig has no such field ---------------------------------
     # Each default is TRL's behaviour; trl_kwargs() refuses any other value.
@@ -249,7 +249,7 @@ class GRPOConfig:
                                      f"({self.per_device_train_batch_size}): whole groups")
         if self.use_critic and "reward" in self.values("kl_in"):
             raise ValueError('use_critic=True supports only kl_in="loss"')
-        self._check_loss_knobs()  # issue 22's block
+        self._check_loss_knobs()  # the chapter-17 block
 
     def values(self, name: str) -> list:
         """The knob ``name`` as a list: one entry per run for a per-run tuple, else one."""
@@ -298,7 +298,7 @@ class GRPOConfig:
                              f"{', '.join(tuples)}")
 
 
-# issue 22: the GRPOConfig fields that loss_kwargs() passes to grpo_loss beyond chapter 10's
+# Chapter 17: the GRPOConfig fields that loss_kwargs() passes to grpo_loss beyond chapter 10's
 LOSS_KNOBS = ("delta", "sapo_temperature_neg", "sapo_temperature_pos", "vespo_k_pos",
               "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg", "top_entropy_quantile",
               "entropy_coef", "off_policy_mask_threshold")

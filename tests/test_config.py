@@ -18,7 +18,7 @@ def test_trl_fields_have_trls_defaults():
     trl = pytest.importorskip("trl")
     theirs = {f.name: f.default for f in dataclasses.fields(trl.GRPOConfig)}
     ours = [f for f in dataclasses.fields(gc.GRPOConfig) if f.metadata["trl"] is not None]
-    assert len(ours) == 20 + 15  # + issue 22's block (chapter 17)
+    assert len(ours) == 20 + 15  # + the chapter-17 block
     for f in ours:
         assert f.name in theirs, f.name
         assert f.default == theirs[f.name], (f.name, f.default, theirs[f.name])
@@ -132,7 +132,7 @@ def test_loss_kwargs_thread_each_knob_to_grpo_loss():
                                  "loss_type": "grpo", "importance_sampling_level": "sequence",
                                  "max_completion_length": 7, "kl_estimator": "k2",
                                  "use_bias_correction_kl": False,
-                                 **{k: getattr(cfg, k) for k in C.LOSS_KNOBS}}  # issue 22
+                                 **{k: getattr(cfg, k) for k in C.LOSS_KNOBS}}  # chapter 17's knobs
     # a KL that grpo_loss does not carry: in the reward, or the toy's exact KL
     for other in ({"kl_in": "reward"}, {"kl_estimator": "exact"}):
         kw = dataclasses.replace(cfg, **other).loss_kwargs()

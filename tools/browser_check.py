@@ -499,13 +499,25 @@ def check_tap_to_fit(page, result: PageResult) -> None:
     f = max(wide, key=lambda it: it["natural"])
     target = img.nth(f["index"])
     target.scroll_into_view_if_needed()
-    for tap, fits in ((1, True), (2, False)):
-        target.tap()
+    for tap, fits in ((0, False), (1, True), (2, False)):
+        if tap:
+            target.tap()
         w = target.evaluate(JS_FIGURE_WIDTH)
         if (w["shown"] <= w["box"] + 1) != fits:
             result.fail(f"tap {tap} on figure {f['what']!r}: shown {w['shown']:.0f} px in a "
                         f"{w['box']} px box (expected it to {'fit' if fits else 'overflow'})")
+        # a box that scrolls sideways says so under it (grpo.js), and only then
+        if target.evaluate(JS_SCROLL_HINT) != (not fits):
+            result.fail(f"tap {tap} on figure {f['what']!r}: the 'scrolls sideways' cue is "
+                        f"{'missing' if not fits else 'shown on a fitted figure'}")
     result.taps += 1
+
+
+# True when the figure's output box is followed by grpo.js's visible "scrolls sideways" cue.
+JS_SCROLL_HINT = """(img) => {
+  const next = img.closest("div.cell_output").nextElementSibling;
+  return !!next && next.classList.contains("grpo-scroll-hint") && next.offsetHeight > 0;
+}"""
 
 
 def phone_screenshots(page, base: str, name: str, out: Path) -> list[Path]:
