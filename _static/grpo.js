@@ -8,32 +8,45 @@ document.addEventListener("click", function (event) {
 });
 
 // An output box that scrolls sideways (at phone width a figure is shown at its own size, wider
-// than the column) can be scrolled from the keyboard: it takes the focus (WCAG 2.1.1; axe-core's
-// scrollable-region-focusable). Checked again once images have loaded and on every resize.
+// than the column; a slider's or a table's own box may scroll too) can be scrolled from the
+// keyboard: it takes the focus (WCAG 2.1.1; axe-core's scrollable-region-focusable), and a
+// visible cue under the cell says that it goes on (grpo.css). Checked again once images have
+// loaded, when a slider shows another frame, after a tap, and on every resize.
 function grpoFocusableScrollers() {
-  document.querySelectorAll("div.cell_output").forEach(function (box, i) {
-    if (box.scrollWidth > box.clientWidth + 1) {
-      box.tabIndex = 0;
-      box.setAttribute("role", "region");  // a focusable element needs a role and a unique name
-      box.setAttribute("aria-label", "cell output " + (i + 1) + ", scrolls sideways");
-      box.dataset.grpoScrolls = "1";
-      // a visible cue under the box: a clipped figure shows that it goes on (grpo.css)
-      var hint = box.nextElementSibling;
-      if (!hint || !hint.classList.contains("grpo-scroll-hint")) {
-        hint = document.createElement("p");
-        hint.className = "grpo-scroll-hint";
-        hint.textContent = "\u2194 scrolls sideways" +
-          (box.querySelector("img") ? "; tap the figure to fit it" : "");
-        box.after(hint);
+  var n = 0;
+  document.querySelectorAll("div.cell_output").forEach(function (box) {
+    var parts = [box].concat(Array.from(box.querySelectorAll("div.output, .grpo-table")));
+    var any = false;
+    parts.forEach(function (el) {
+      if (el.scrollWidth > el.clientWidth + 1) {
+        any = true;
+        n += 1;
+        el.tabIndex = 0;
+        el.setAttribute("role", "region");  // a focusable element needs a role and a unique name
+        el.setAttribute("aria-label", "cell output " + n + ", scrolls sideways");
+        el.dataset.grpoScrolls = "1";
+      } else if (el.dataset.grpoScrolls) {
+        ["tabindex", "role", "aria-label", "data-grpo-scrolls"].forEach(function (a) {
+          el.removeAttribute(a);
+        });
       }
-    } else if (box.dataset.grpoScrolls) {
-      ["tabindex", "role", "aria-label", "data-grpo-scrolls"].forEach(function (a) {
-        box.removeAttribute(a);
-      });
-      var old = box.nextElementSibling;
-      if (old && old.classList.contains("grpo-scroll-hint")) { old.remove(); }
+    });
+    var hint = box.nextElementSibling;
+    var has = hint && hint.classList.contains("grpo-scroll-hint");
+    if (any && !has) {
+      hint = document.createElement("p");
+      hint.className = "grpo-scroll-hint";
+      hint.textContent = "\u2194 scrolls sideways" +
+        (box.querySelector("img") ? "; tap the figure to fit it" : "");
+      box.after(hint);
+    } else if (!any && has) {
+      hint.remove();
     }
   });
 }
+document.querySelectorAll("div.cell_output img").forEach(function (img) {
+  img.addEventListener("load", grpoFocusableScrollers);
+});
+document.addEventListener("input", function () { setTimeout(grpoFocusableScrollers, 0); });
 window.addEventListener("load", grpoFocusableScrollers);
 window.addEventListener("resize", grpoFocusableScrollers);
