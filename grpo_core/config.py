@@ -82,14 +82,18 @@ class GRPOConfig:
                                       (10,))
     loss_type: str | tuple[str, ...] = _trl(
         "dapo", 801, "how token losses are averaged: \"grpo\" (per sequence, length-biased), "
-        "\"bnpo\", \"dapo\", \"dr_grpo\"", (13,))
+        "\"bnpo\", \"dapo\", \"dr_grpo\"; TRL 1.16 also has cispo, sapo, luspo, vespo (chapter 17)",
+        (13,))
     importance_sampling_level: str | tuple[str, ...] = _trl(
-        "token", 760, "\"sequence\" is GSPO's one ratio per sequence", (13,))
+        "token", 760, "\"sequence\" is GSPO's one ratio per sequence (GSPO's recipe: loss_type "
+        "\"grpo\", epsilon 3e-4 / epsilon_high 4e-4)", (13,))
     scale_rewards: str | None = _trl(
-        "group", 789, "divide by the group's std, the batch's or not at all (\"none\", Dr. GRPO); "
+        "group", 789, "divide by the group's std, the batch's or not at all (\"none\": half of "
+        "Dr. GRPO, with loss_type \"dr_grpo\"); "
         "None: the book's `kind` instead", (7, 11, 14))
     use_bias_correction_kl: bool | tuple[bool, ...] = _trl(
-        True, 972, "multiplies the KL estimate by the ratio; k3's gradient is then k2's", (12,))
+        True, 972, "multiplies the KL estimate by the ratio; on-policy and per token k3's "
+        "gradient is then k2's, off-policy the ratio times k2's", (12,))
     max_completion_length: int | None = _trl(
         512, 494, "the length limit; raise it when `completions/clipped_ratio` is high (None: "
         "the world's own)", (13,))
@@ -99,7 +103,8 @@ class GRPOConfig:
     temperature: float = _trl(1.0, 532, "sampling temperature, also of the trained log-probs; "
                               "lower gives more dead groups, higher more noise", (15,))
     sync_ref_model: bool = _trl(False, 844, "refresh pi_ref from the policy during training "
-                                "(DeepSeek-R1's reference resets)", (6, 9))
+                                "(a mix with alpha = ref_model_mixup_alpha; 1 is chapter 9's "
+                                "reset)", (6, 9))
     ref_model_sync_steps: int = _trl(512, 859, "steps between two refreshes of pi_ref", (6, 9))
     ref_model_mixup_alpha: float = _trl(0.6, 851, "pi_ref <- alpha pi + (1 - alpha) pi_ref at a "
                                         "refresh (1: a reset)", (6, 9))

@@ -450,7 +450,8 @@ def trl_advantages(rewards, num_generations: int, scale_rewards: str = "group",
     ``scale_rewards`` "group" (TRL's default), the group's Bessel-corrected (n - 1) std; for
     "batch", one Bessel std over the whole batch; for "none" (Dr. GRPO), nothing. A group whose
     rewards are all equal gets exactly 0 (TRL, in float32: 0 up to rounding for non-dyadic
-    rewards). With ``multi_objective_aggregation="normalize_then_sum"`` (rewards from
+    rewards; eight rewards of 0.3 give 3e-4 there, a group that TRL's frac_reward_zero_std does
+    not count: chapter 11). With ``multi_objective_aggregation="normalize_then_sum"`` (rewards from
     :func:`trl_rewards`) A = (r - batch mean) / (batch std + 1e-4) whatever ``scale_rewards``.
 
     NaN rewards (every reward function returned None) are left out of every mean and std

@@ -288,9 +288,12 @@ def _uniforms(rngs, steps: int, P: int, G: int, chunk: int = 32):
 
 
 def _redraw_dead(samples, probs, rewards, rngs, max_redraws):
-    """DAPO's dynamic sampling: redraw each prompt's group while its rewards are all equal, at
-    most ``max_redraws`` times. Returns the samples ``(R, P, G)`` and the extra answers drawn
-    per prompt ``(R,)``. Chapter 11."""
+    """Dynamic sampling, the toy's version: redraw each prompt's group while its rewards are all
+    equal, at most ``max_redraws`` times. Unlike DAPO's Algorithm 1 (arXiv 2503.14476, §3.2),
+    which over-samples prompts and fills the batch with other prompts' live groups, this redraws
+    the same prompt (the toy trains every prompt at every step), so a prompt that is almost
+    always solved keeps costing samples. Returns the samples ``(R, P, G)`` and the extra answers
+    drawn per prompt ``(R,)``. Chapter 11."""
     R, P, G = samples.shape
     extra = np.zeros(R)
     for _ in range(max_redraws):

@@ -182,6 +182,22 @@ def stabilise_widget_views(nb) -> None:
             view["model_id"] = f"{cell.id}-{k}"
 
 
+def coalesce_streams(nb) -> None:
+    """Merge consecutive outputs of one stream (stdout, stderr) into one: how a cell's prints
+    are cut into messages depends on timing, and the stored file should not."""
+    for cell in nb.cells:
+        merged = []
+        for out in cell.get("outputs", []):
+            prev = merged[-1] if merged else None
+            if (out.get("output_type") == "stream" and prev is not None
+                    and prev.get("output_type") == "stream" and prev["name"] == out["name"]):
+                prev["text"] = "".join(prev["text"]) + "".join(out["text"])
+            else:
+                merged.append(out)
+        if "outputs" in cell:
+            cell["outputs"] = merged
+
+
 def execute_notebook(path: Path, timeout: int = TIMEOUT_PER_CELL,
                      add_reading_time: bool = True) -> bool:
     """Execute `path` in place. Returns True if the stored file changed. A notebook of the book
@@ -204,6 +220,7 @@ def execute_notebook(path: Path, timeout: int = TIMEOUT_PER_CELL,
     )
     client.execute()
     strip_widget_state(nb)
+    coalesce_streams(nb)
     stabilise_widget_views(nb)
     if add_reading_time or any(c.get("id") == READING_TIME_CELL_ID for c in nb.cells):
         ensure_reading_time_cell(nb)
