@@ -372,3 +372,32 @@ def test_g_equals_2_logs_trl_reward_metrics_and_one_prompt_groups_of_one():
     one = gc.train_batch(W.rewards[:1], None, W.ref_logits[:1], [0], num_generations=1,
                          max_steps=3, metrics=True)
     assert (one.metrics["reward_std"] == 0).all()  # one reward per step: no spread
+
+
+def test_redraw_dead_redraws_only_dead_groups_and_counts_answers_per_prompt():
+    """_redraw_dead against a hand computation: which groups are dead is decided within each
+    group (over its G answers), only those are redrawn, from each run's own generator, and the
+    extra answers are counted per prompt (n_dead * G / P)."""
+    from grpo_core.training import _redraw_dead
+
+    rewards = np.array([[0.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])  # (P, A)
+    probs = np.full((2, 3, 3), 1 / 3)  # (R, P, A)
+    samples = np.array([[[1, 2, 1, 2], [0, 1, 0, 2], [0, 2, 1, 1]],   # run 0: prompt 0 dead
+                        [[0, 1, 0, 1], [1, 1, 2, 2], [2, 2, 2, 2]]])  # run 1: prompts 1, 2 dead
+    G, P = 4, 3
+    dead = np.array([[True, False, False], [False, True, True]])
+    expect = samples.copy()
+    for r, seed in enumerate((7, 8)):
+        u = np.random.default_rng(seed).random((dead[r].sum(), G))
+        expect[r, dead[r]] = gc.sample_from_uniforms(probs[r, dead[r]], u)
+    out, extra = _redraw_dead(samples.copy(), probs, rewards,
+                              [np.random.default_rng(7), np.random.default_rng(8)], max_redraws=1)
+    np.testing.assert_array_equal(out, expect)
+    np.testing.assert_allclose(extra, [1 * G / P, 2 * G / P])
+
+
+def test_reward_std_of_one_prompt_and_one_answer_is_zero():
+    """A batch of a single answer has no spread: reward_std 0, not the NaN of a Bessel std."""
+    rewards, ref = W.rewards[:1], W.ref_logits[:1]
+    res = logged(rewards, None, ref, [0], num_generations=1, max_steps=2, beta=0.0)
+    assert (res.metrics["reward_std"] == 0).all()
