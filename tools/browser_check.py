@@ -242,6 +242,13 @@ JS_WIDE = r"""() => {
       wide.push({kind: "table", width: w, column: column, what: describe(t)});
     }
   });
+  // code (cells and code blocks): a line too long for the column wraps (_static/code-width.css)
+  scope.querySelectorAll("div.highlight pre").forEach((p) => {
+    if (p.scrollWidth > p.clientWidth + 1 && p.checkVisibility()) {
+      wide.push({kind: "code block", width: p.scrollWidth, column: p.clientWidth,
+                 what: describe(p)});
+    }
+  });
   return wide;
 }"""
 
@@ -451,8 +458,8 @@ def check_math_errors(page, result: PageResult) -> None:
 
 
 def check_width(page, result: PageResult) -> None:
-    """At desktop width: no display equation and no table wider than the article's column (to
-    read it a reader would scroll sideways, or it is cut off)."""
+    """At desktop width: no display equation, table or code block wider than the article's
+    column (to read it a reader would scroll sideways, or it is cut off)."""
     for w in page.evaluate(JS_WIDE):
         result.fail(f"{w['kind']} {w['width']:.0f} px wide in a {w['column']} px column "
                     f"({w['what']})")
