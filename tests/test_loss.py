@@ -13,6 +13,7 @@ import itertools
 import numpy as np
 import pytest
 import torch
+from trl_reference import nanstd  # TRL 1.16 utils.py 1021-1050, transcribed once
 
 import grpo_core as gc
 from grpo_core.loss import importance_ratio
@@ -55,25 +56,16 @@ def trl_compute_loss(per_token_logps, old_per_token_logps, ref_per_token_logps, 
     raise AssertionError(loss_type)
 
 
-def trl_nanstd(tensor, dim=None):
-    mean = torch.nanmean(tensor, dim=dim, keepdim=True)
-    variance = torch.nanmean((tensor - mean) ** 2, dim=dim, keepdim=True)
-    count = torch.sum(~torch.isnan(tensor), dim=dim, keepdim=True)
-    correction = count / (count - 1)
-    correction = torch.where(count > 1, correction, torch.full_like(correction, float("nan")))
-    variance *= correction
-    std = torch.sqrt(variance)
-    return std.squeeze(dim) if dim is not None else std.squeeze()
 
 
 def trl_advantages_ref(rewards, num_generations, scale_rewards):
     mean_grouped = torch.nanmean(rewards.view(-1, num_generations), dim=1)
     mean_grouped = mean_grouped.repeat_interleave(num_generations, dim=0)
     if scale_rewards in ["group", "none"]:
-        std_rewards = trl_nanstd(rewards.view(-1, num_generations), dim=1)
+        std_rewards = nanstd(rewards.view(-1, num_generations), dim=1)
         std_rewards = std_rewards.repeat_interleave(num_generations, dim=0)
     else:
-        std_rewards = trl_nanstd(rewards).expand_as(rewards)
+        std_rewards = nanstd(rewards).expand_as(rewards)
     advantages = rewards - mean_grouped
     if scale_rewards != "none":
         advantages = advantages / (std_rewards + 1e-4)
