@@ -61,6 +61,14 @@ def test_toc_is_a_numbered_jb_book():
     assert [p["caption"] for p in parts].index("Reference") == len(parts) - 1
 
 
+def test_parts_are_numbered_in_the_sidebar_and_the_intro_uses_the_same_names():
+    captions = [p["caption"] for p in load_yaml("_toc.yml")["parts"] if p["numbered"]]
+    numerals = ["I", "II", "III", "IV", "V", "VI", "VII", "VIII"]
+    assert [c.split(" · ")[0] for c in captions] == [f"Part {n}" for n in numerals[:len(captions)]]
+    intro = (BOOK / "intro.md").read_text(encoding="utf-8")
+    assert re.findall(r"^\*\*(Part [IV]+ · [^*]+)\*\*$", intro, re.M) == captions
+
+
 def test_every_toc_entry_has_exactly_one_source_file():
     for entry in toc_files():
         assert len(source_of(entry)) == 1, f"_toc.yml entry {entry!r}: found {source_of(entry)}"

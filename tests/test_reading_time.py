@@ -69,3 +69,49 @@ def test_run_notebooks_inserts_the_cell_after_the_title_then_refreshes_it_in_pla
     run_notebooks.ensure_reading_time_cell(nb)
     assert [c.id for c in nb.cells][2] == stats.READING_TIME_CELL_ID and len(nb.cells) == 4
     assert nb.cells[2].source.startswith("*Careful reading: about 8 min* (602 words")
+
+
+# The intro's reading paths: their times are the tool's sums of the chapters' times, so a
+# shortened chapter changes them; after any chapter edit run
+#     python tools/reading_stats.py --write-intro
+
+
+def test_intro_states_the_reading_path_times_the_tool_computes():
+    text = stats.INTRO.read_text(encoding="utf-8")
+    expected = stats.reading_paths_markdown()
+    assert stats.intro_paths_block(text) == expected, (
+        "book/intro.md: stale reading paths; run `python tools/reading_stats.py --write-intro`, "
+        f"which writes:\n{expected}")
+
+
+def test_a_path_time_is_the_sum_of_its_chapters_times():
+    one, three = (stats.chapter_stats(stats.chapter_path(n))["minutes"] for n in (1, 3))
+    assert stats.path_minutes((1, 3)) == pytest.approx(one + three)
+    chapters = {int(p.name[:2]) for p in CHAPTERS}
+    for name, path, what in stats.PATHS:
+        assert set(path) <= chapters and list(path) == sorted(set(path)), name
+        assert f"**{name}**" in stats.reading_paths_markdown() and what
+    practitioner = dict((name, path) for name, path, _ in stats.PATHS)["Practitioner path"]
+    assert stats.path_minutes(practitioner) < stats.path_minutes(tuple(sorted(chapters)))
+
+
+def test_write_intro_rewrites_only_the_block_of_paths(tmp_path):
+    intro = tmp_path / "intro.md"
+    stale = stats.reading_paths_markdown().replace("about", "about 1 +")
+    intro.write_text(f"# Title\n\nbefore\n\n{stale}\n\nafter\n", encoding="utf-8")
+    assert stats.write_intro(intro) is True
+    assert intro.read_text(encoding="utf-8") == (
+        f"# Title\n\nbefore\n\n{stats.reading_paths_markdown()}\n\nafter\n")
+    assert stats.write_intro(intro) is False  # already up to date
+
+
+def test_a_longer_chapter_changes_the_paths_through_it(tmp_path):
+    for path in CHAPTERS:
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    nb = nbformat.read(stats.chapter_path(3), as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("word " * 1500, id="padding"))
+    nbformat.write(nb, stats.chapter_path(3, tmp_path))
+    for name, path, _ in stats.PATHS:
+        grown = stats.path_minutes(path, tmp_path) - stats.path_minutes(path)
+        assert grown == pytest.approx(10.0 if 3 in path else 0.0), name
+    assert stats.reading_paths_markdown(tmp_path) != stats.reading_paths_markdown()
