@@ -73,7 +73,8 @@ def test_inputs_are_recognised_by_their_context():
     text = ("DeepSeekMath (arXiv 2402.03300) used β = 0.04 and $\\beta_2$ = 0.999, lr 0.05, "
             "a learning rate of 0.05; TRL 1.16 (`grpo_trainer.py` lines 1538-1546 and "
             "line 3020, trainer 3153-3167), default 0.999, after 300 steps, 400-draw "
-            "estimates, by step 150, 512 by default.")
+            "estimates, by step 150, 512 by default, 0.04 at launch, DeepSeek-R1 used 0.001, "
+            "the optimum of $E[r] - 0.02\\,\\mathrm{KL}$.")
     assert _numbers(text) == []
 
 

@@ -50,12 +50,14 @@ INPUT_BEFORE = {
     "a learning rate the run is given": r"\b(?:lr|learning rate)(?:\s+of)?\s*\(?\s*$",
     "a default value": r"\bdefault(?:s to)?\s*\(?\s*$",
     "a step index": r"\bsteps?\s+$",
+    "DeepSeek-R1's β": r"\bDeepSeek-R1(?:\s+used)?\s+$",
 }
 # ... and just after it.
 INPUT_AFTER = {
     "a count a run is given": r"^(?:-|\s+)(?:Adam\s+)?(?:steps|draws?|batches|sampled batches|seeds"
                               r"|runs|groups|completions|(?:independent\s+)?(?:gradient\s+)?estimates)\b",
-    "a default value": r"^\s+by default\b",
+    "a default value": r"^\s+(?:by default|at launch)\b",
+    "a β written into a formula": r"^\s*(?:\\,)?\s*\\mathrm\{KL\}",
 }
 _BEFORE = re.compile("|".join(f"(?:{p})" for p in INPUT_BEFORE.values()))
 _AFTER = re.compile("|".join(f"(?:{p})" for p in INPUT_AFTER.values()))
