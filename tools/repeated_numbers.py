@@ -51,6 +51,7 @@ INPUT_BEFORE = {
     "a default value": r"\bdefault(?:s to)?\s*\(?\s*$",
     "a step index": r"\bsteps?\s+$",
     "DeepSeek-R1's β": r"\bDeepSeek-R1(?:\s+used)?\s+$",
+    "DeepSeekMath's β": r"\bDeepSeekMath:\s*$",
 }
 # ... and just after it.
 INPUT_AFTER = {
