@@ -336,9 +336,42 @@ def kl_term(lp, logp, old_logp, ref_lp, ref_logp, mask, estimator: str,
                      use_bias_correction_kl=use_bias_correction_kl)
 
 
+# loss types whose on-policy gradient (mu = 1, one token per answer) is -A / (P G) per answer
+_CLOSED_FORM_LOSSES = ("grpo", "bnpo", "dapo", "dr_grpo")
+
+
+@torch.no_grad()
+def _closed_form_grad(logits: torch.Tensor, idx: torch.Tensor, adv: torch.Tensor,
+                      n_tokens: float, ref_lp: torch.Tensor | None,
+                      kl_weight: torch.Tensor | None) -> torch.Tensor:
+    """The gradient ``(R, P, A)`` that autograd gives for one on-policy step of the tabular
+    toy (mu = 1, token level, loss types :data:`_CLOSED_FORM_LOSSES`, the exact KL in the
+    loss), written out in the same operations and order, so bit for bit the same; without the
+    autograd graph, a step costs about half.
+
+    ``idx (R, P, G)`` the sampled answers, ``adv (R, P G)``, ``n_tokens`` the loss's
+    normaliser (P G; times max_completion_length for dr_grpo), ``kl_weight (R, 1, 1)`` each
+    run's beta / P (None: no KL term). At mu = 1 the ratio is exactly 1 and the clip never
+    binds: each sampled answer's log-prob gets ``-A / n_tokens`` (PPO's min splits it in two
+    halves that add back), scattered onto its answer; the exact KL adds
+    ``w e + (w (lp - lp_ref)) e`` with ``e = exp(lp)``; then log-softmax's backward. Checked
+    against autograd in ``tests/test_training.py``.
+    """
+    lp = torch.log_softmax(logits, -1)  # (R, P, A)
+    R, P, G = idx.shape
+    g0 = torch.ones(R, dtype=lp.dtype) / n_tokens  # d loss / d per-token loss
+    per_sample = -(g0[:, None] * adv).reshape(R, P, G)  # d loss / d log pi(a_i)
+    grad_lp = torch.zeros_like(lp).scatter_add_(-1, idx, per_sample)
+    if kl_weight is not None:  # d/d lp of w sum_a e (lp - lp_ref): the two uses of lp, then
+        e = lp.exp()  # the gathered one, in autograd's order of accumulation
+        grad_lp = kl_weight * e + (kl_weight * (lp - ref_lp)) * e + grad_lp
+    return torch._log_softmax_backward_data(grad_lp, lp, -1, lp.dtype)
+
+
 def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy, log) -> dict:
     """The loop for R runs that share G (see :func:`train_batch`)."""
     R, (P, A), S = len(rngs), rewards.shape, cfg.max_steps
+    tabular = policy is None  # the book's policy: its on-policy step has a closed form
     policy = TabularPolicy(ref_logits, R) if policy is None else policy
     opt = Adam(list(policy.parameters()), lr=cfg.learning_rate, betas=(0.9, cfg.adam_beta2))
     ref0 = log_softmax(ref_logits)  # (P, A): the initial reference, for the KL curve
@@ -372,6 +405,13 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy, log) -> d
     in_reward = [(est, b) for (est, _), b in in_reward.items() if b.any()]
     need_lp = log or any(est in ("k2", "k3") for est, _ in in_reward)  # sampled log-probs
     need_ref = need_lp or any(est != "exact" for est, _, _ in in_loss)
+    closed_form = (tabular and cfg.num_iterations == 1 and cfg.loss_type in _CLOSED_FORM_LOSSES
+                   and cfg.importance_sampling_level == "token"
+                   and all(est == "exact" for est, _, _ in in_loss) and len(in_loss) <= 1)
+    if closed_form:  # the loss's normaliser and each run's weight of the exact KL's gradient
+        length = cfg.max_completion_length if cfg.loss_type == "dr_grpo" else None
+        n_tokens = P * G * (length or 1)  # answers are one token
+        kl_weight = in_loss[0][2][:, None, None].expand(R, P, A) / P if in_loss else None
 
     def add_kl(loss, logp, old_logp, lp):  # each run's beta x its KL term: linear in beta
         for est, bias, beta_l in in_loss:
@@ -422,10 +462,16 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy, log) -> d
         adv = adv.reshape(R, P * G)
         ref_logp = None if sampled_ref is None else sampled_ref.reshape(R, P * G, 1)
         # 4. mu Adam steps on this one batch: the ratio to pi_old moves, the clip may bind
-        clip, _, _ = grpo_update(forward, adv, mask, opt, num_iterations=cfg.num_iterations,
-                                 loss_kwargs=loss_kwargs, add_terms=add_kl, metrics=log)
-        for name, value in clip.items():
-            metrics[name][:, t] = value
+        if closed_form:  # mu = 1: grpo_update's step without autograd (no clip metrics)
+            opt.zero_grad()
+            policy.logits.grad = _closed_form_grad(policy.logits, idx, adv, n_tokens, ref_lp,
+                                                   kl_weight)
+            opt.step()
+        else:
+            clip, _, _ = grpo_update(forward, adv, mask, opt, num_iterations=cfg.num_iterations,
+                                     loss_kwargs=loss_kwargs, add_terms=add_kl, metrics=log)
+            for name, value in clip.items():
+                metrics[name][:, t] = value
         if cfg.sync_ref_model and (t + 1) % cfg.ref_model_sync_steps == 0:
             # TRL's SyncRefModelCallback (trl/trainer/callbacks.py 135-154): pi_ref's parameters
             # <- alpha x the policy's + (1 - alpha) x pi_ref's; alpha = 1 is a reset (DeepSeek-R1)
