@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ._validate import check_array, check_int
-from .baselines import advantages, group_advantages
+from .baselines import _group_advantages, advantages, group_advantages
 from .config import GRPOConfig
 from .critic import Critic
 from .loss import grpo_loss, kl_estimate, reward_metrics, trl_advantages
@@ -314,6 +314,8 @@ def _advantages(r: np.ndarray, kinds: np.ndarray, cfg: GRPOConfig) -> np.ndarray
     if cfg.scale_rewards is not None:
         return trl_advantages(r.reshape(R, P * G), G, cfg.scale_rewards).reshape(r.shape)
     if (kinds == kinds[0]).all():  # one kind for all runs (the usual call): one call
+        if kinds[0] in ("group", "group_norm"):  # GRPO's, without the checks of every step
+            return _group_advantages(r, kinds[0] == "group_norm")
         return advantages(r, kinds[0])
     out = np.empty_like(r)
     for kind in dict.fromkeys(kinds.tolist()):
@@ -389,7 +391,8 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy, log) -> d
     critic = _BatchedCritic(runs["critic_seed"], cfg.critic_lr) if cfg.use_critic else None
     emb_t = torch.tensor(emb, dtype=torch.float32) if cfg.use_critic else None
     rows = np.arange(P)[:, None]
-    reward_curve, kl_curve, drawn = np.empty((R, S + 1)), np.empty((R, S + 1)), np.zeros((R, S + 1))
+    drawn = np.zeros((R, S + 1))
+    probs_t, lp_t = np.empty((S + 1, R, P, A)), np.empty((S + 1, R, P, A))  # every step's pi
     metrics = {name: np.zeros((R, S)) for name in METRICS if not name.startswith("completions")}
     uniforms = _uniforms(rngs, S, P, G)
     drawn_r, kl_sampled = np.empty((R, S, P, G)), torch.empty(R, S, P, G, dtype=torch.float64)
@@ -423,8 +426,7 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy, log) -> d
         with torch.no_grad():
             logits_np = policy().numpy()  # (R, P, A)
         probs, lp_np = _probs_and_log_probs(logits_np)  # softmax, log_softmax
-        reward_curve[:, t] = (probs * rewards).sum(-1).mean(-1)  # as in evaluate()
-        kl_curve[:, t] = (probs * (lp_np - ref0)).sum(-1).mean(-1)
+        probs_t[t], lp_t[t] = probs, lp_np  # the curves are computed from them at the end
         if t == S:
             break
         # 1. sample a group per prompt from pi_old (the current policy), and score it
@@ -436,7 +438,6 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy, log) -> d
         r = rewards[rows, samples]  # (R, P, G)
         if log:  # TRL's reward metrics come from these, at the end (_log_rewards)
             drawn_r[:, t] = r
-            metrics["entropy"][:, t] = -(probs * lp_np).sum(-1).mean(-1)  # over prompts
         idx = torch.from_numpy(samples)
         if need_lp:
             sampled_lp = torch.tensor(np.take_along_axis(lp_np, samples, axis=-1))  # (R, P, G)
@@ -480,8 +481,12 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy, log) -> d
                 ref_logits_t = alpha * policy() + (1 - alpha) * ref_logits_t
                 ref_lp = torch.log_softmax(ref_logits_t, -1)
 
+    # the exact expected reward (as in evaluate()) and KL(pi || pi_ref0) of every step, at once
+    reward_curve = np.ascontiguousarray(((probs_t * rewards).sum(-1).mean(-1)).T)  # (R, S + 1)
+    kl_curve = np.ascontiguousarray(((probs_t * (lp_t - ref0)).sum(-1).mean(-1)).T)
     if log:
         _log_rewards(metrics, drawn_r, cfg)
+        metrics["entropy"][:] = -(probs_t[:-1] * lp_t[:-1]).sum(-1).mean(-1).T  # over prompts
         metrics["kl"][:] = kl_sampled.mean((-2, -1))
     with torch.no_grad():
         final = policy().numpy().copy()
