@@ -6,6 +6,7 @@ seed's claims were inexact. Every training run is done up front in a handful of 
 
 from __future__ import annotations
 
+import gc
 from functools import cache
 
 import numpy as np
@@ -281,6 +282,9 @@ SUMMARY = """
 
 
 def main() -> None:
+    # the imported modules (torch's many thousand objects) live until exit: keep the garbage
+    # collector off them, during the run and in the full collection at exit (~0.4 s of CPU)
+    gc.freeze()
     with np.printoptions(precision=3, suppress=True):  # arrays print as in the seed script
         _print_all()
 

@@ -473,3 +473,23 @@ def test_closed_form_only_where_it_is_the_gradient(options, closed, monkeypatch)
     gc.train_batch(*ARGS, [0, 1], max_steps=2, policy=gc.training.TabularPolicy(W.ref_logits, 2),
                    **options)
     assert calls  # a policy module: always autograd
+
+
+@pytest.mark.parametrize("options, blocks", [
+    (dict(), 1), (dict(metrics=True), 3), (dict(use_critic=True), 3),
+    (dict(dynamic_sampling=True), 3), (dict(num_iterations=2), 3),
+    (dict(kl_estimator="k3", beta=0.1), 3)])
+def test_runs_of_different_g_train_in_one_padded_block_only_with_the_closed_form(options, blocks,
+                                                                                  monkeypatch):
+    """Mixed group sizes share one loop (groups padded to the largest) when the step is the
+    closed form and nothing reads the padding; else one block per G. Same runs either way."""
+    calls = []
+    block = gc.training._train_block
+    monkeypatch.setattr(gc.training, "_train_block",
+                        lambda *a, **k: calls.append(1) or block(*a, **k))
+    res = gc.train_batch(*ARGS, [0, 1, 2], num_generations=[2, 8, 3], max_steps=20, **options)
+    assert len(calls) == blocks and res.policy is None
+    for b, G in enumerate((2, 8, 3)):
+        alone = gc.train_batch(*ARGS, b, num_generations=G, max_steps=20, **options)
+        np.testing.assert_array_equal(res.logits[b], alone.logits[0])
+        np.testing.assert_array_equal(res.samples_drawn[b], alone.samples_drawn[0])
