@@ -284,7 +284,19 @@ def _assemble(parts, n_runs, Gs, runs, cfg) -> TrainResult:
         policy=parts[0][1]["policy"] if len(set(Gs.tolist())) == 1 else None)
 
 
-def _uniforms(rngs, steps: int, P: int, Gs: np.ndarray, chunk: int = 32):
+CHUNK = 32  # steps whose uniforms are drawn, and whose curves are computed, at once
+
+
+def _sample(probs: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """:func:`grpo_core.sample_from_uniforms` with torch's batched binary search in place of
+    NumPy's count of CDF entries <= u (the same indices, tested; twice as fast for 64 runs)."""
+    cdf = np.cumsum(probs, axis=-1)
+    cdf /= cdf[..., -1:]  # as numpy's choice does: the last entry is exactly 1
+    idx = torch.searchsorted(torch.from_numpy(cdf), torch.from_numpy(u), right=True).numpy()
+    return np.minimum(idx, probs.shape[-1] - 1, out=idx)
+
+
+def _uniforms(rngs, steps: int, P: int, Gs: np.ndarray, chunk: int = CHUNK):
     """Per step, ``(R, P, max G)`` uniforms, run r's ``Gs[r]`` first (the rest 0, padding);
     drawn ``chunk`` steps at a time per run, which is the same stream as one
     ``rng.random((P, G))`` call per step."""
@@ -421,8 +433,8 @@ def _train_block(rewards, emb, ref_logits, rngs, Gs, runs, cfg, policy, log) -> 
     critic = _BatchedCritic(runs["critic_seed"], cfg.critic_lr) if cfg.use_critic else None
     emb_t = torch.tensor(emb, dtype=torch.float32) if cfg.use_critic else None
     rows = np.arange(P)[:, None]
-    drawn = np.zeros((R, S + 1))
-    probs_t, lp_t = np.empty((S + 1, R, P, A)), np.empty((S + 1, R, P, A))  # every step's pi
+    reward_curve, kl_curve, drawn = np.empty((R, S + 1)), np.empty((R, S + 1)), np.zeros((R, S + 1))
+    recent = np.empty((2, CHUNK, R, P, A))  # the last CHUNK steps' probabilities, log-probs
     metrics = {name: np.zeros((R, S)) for name in METRICS if not name.startswith("completions")}
     uniforms = _uniforms(rngs, S, P, Gs)
     drawn_r, kl_sampled = np.empty((R, S, P, G)), torch.empty(R, S, P, G, dtype=torch.float64)
@@ -454,11 +466,17 @@ def _train_block(rewards, emb, ref_logits, rngs, Gs, runs, cfg, policy, log) -> 
         with torch.no_grad():
             logits_np = policy().numpy()  # (R, P, A)
         probs, lp_np = _probs_and_log_probs(logits_np)  # softmax, log_softmax
-        probs_t[t], lp_t[t] = probs, lp_np  # the curves are computed from them at the end
+        recent[:, t % CHUNK] = probs, lp_np
+        if t % CHUNK == CHUNK - 1 or t == S:  # the curves of these CHUNK steps, at once
+            t0, (pi, lp) = t - t % CHUNK, recent[:, :t % CHUNK + 1]  # (n, R, P, A) each
+            reward_curve[:, t0:t + 1] = (pi * rewards).sum(-1).mean(-1).T  # as in evaluate()
+            kl_curve[:, t0:t + 1] = (pi * (lp - ref0)).sum(-1).mean(-1).T
+            if log:  # over prompts
+                metrics["entropy"][:, t0:t + 1] = -(pi * lp)[:S - t0].sum(-1).mean(-1).T
         if t == S:
             break
         # 1. sample a group per prompt from pi_old (the current policy), and score it
-        samples = sample_from_uniforms(probs, next(uniforms))  # (R, P, G)
+        samples = _sample(probs, next(uniforms))  # (R, P, G)
         extra = 0.0
         if cfg.dynamic_sampling:
             samples, extra = _redraw_dead(samples, probs, rewards, rngs, cfg.max_redraws)
@@ -509,12 +527,8 @@ def _train_block(rewards, emb, ref_logits, rngs, Gs, runs, cfg, policy, log) -> 
                 ref_logits_t = alpha * policy() + (1 - alpha) * ref_logits_t
                 ref_lp = torch.log_softmax(ref_logits_t, -1)
 
-    # the exact expected reward (as in evaluate()) and KL(pi || pi_ref0) of every step, at once
-    reward_curve = np.ascontiguousarray(((probs_t * rewards).sum(-1).mean(-1)).T)  # (R, S + 1)
-    kl_curve = np.ascontiguousarray(((probs_t * (lp_t - ref0)).sum(-1).mean(-1)).T)
     if log:
         _log_rewards(metrics, drawn_r, cfg)
-        metrics["entropy"][:] = -(probs_t[:-1] * lp_t[:-1]).sum(-1).mean(-1).T  # over prompts
         metrics["kl"][:] = kl_sampled.mean((-2, -1))
     with torch.no_grad():
         final = policy().numpy().copy()

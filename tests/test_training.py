@@ -493,3 +493,21 @@ def test_runs_of_different_g_train_in_one_padded_block_only_with_the_closed_form
         alone = gc.train_batch(*ARGS, b, num_generations=G, max_steps=20, **options)
         np.testing.assert_array_equal(res.logits[b], alone.logits[0])
         np.testing.assert_array_equal(res.samples_drawn[b], alone.samples_drawn[0])
+
+
+def test_the_loops_sampler_draws_what_sample_from_uniforms_draws():
+    """_sample (torch's batched binary search) gives sample_from_uniforms' indices, also with
+    answers of probability 0 (equal CDF entries) and uniforms equal to a CDF entry."""
+    rng = np.random.default_rng(5)
+    for shape, G in (((1, 6, 12), 8), ((64, 6, 12), 8), ((3, 4, 5), 32), ((2, 1, 1), 3)):
+        probs = rng.dirichlet(np.full(shape[-1], 0.3), shape[:-1])
+        probs[..., ::3] = 0.0  # ties in the CDF
+        probs /= np.maximum(probs.sum(-1, keepdims=True), 1e-300)
+        probs[probs.sum(-1) == 0] = 1.0 / shape[-1]
+        u = rng.random((*shape[:-1], G))
+        cdf = np.cumsum(probs, -1) / np.cumsum(probs, -1)[..., -1:]
+        u[..., 0] = cdf[..., 0]  # exactly on an entry: counted (<=), as numpy's choice
+        u[..., -1] = 0.0
+        expect = gc.sample_from_uniforms(probs, u)
+        got = gc.training._sample(probs, u)
+        assert got.dtype == expect.dtype and np.array_equal(got, expect)
