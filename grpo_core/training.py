@@ -237,7 +237,8 @@ def train_batch(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndar
     if policy is not None and len(set(Gs.tolist())) > 1:
         raise ValueError("with policy=, all runs must share num_generations")
 
-    if policy is None and _closed_form(cfg, runs) and not (
+    own_rng = len({id(rng) for rng in rngs}) == n_runs  # no generator shared by two runs
+    if policy is None and own_rng and _closed_form(cfg, runs) and not (
             metrics or cfg.use_critic or cfg.dynamic_sampling):  # every run in one block:
         parts = [(np.arange(n_runs), _train_block(  # groups padded, padding weighs exactly 0
             rewards, emb, ref_logits, rngs, Gs, runs, cfg, policy, metrics))]

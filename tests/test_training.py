@@ -511,3 +511,13 @@ def test_the_loops_sampler_draws_what_sample_from_uniforms_draws():
         expect = gc.sample_from_uniforms(probs, u)
         got = gc.training._sample(probs, u)
         assert got.dtype == expect.dtype and np.array_equal(got, expect)
+
+
+def test_a_generator_shared_by_runs_of_different_g_is_drawn_block_by_block():
+    """One generator for every run: the runs of each G draw from it in turn, block after block
+    (padding all runs into one loop would interleave the draws)."""
+    res = gc.train_batch(*ARGS, np.random.default_rng(3), num_generations=[4, 8, 4], max_steps=30)
+    g = np.random.default_rng(3)
+    fours = gc.train_batch(*ARGS, [g, g], num_generations=4, max_steps=30).logits
+    eight = gc.train_batch(*ARGS, g, num_generations=8, max_steps=30).logits
+    np.testing.assert_array_equal(res.logits, np.stack([fours[0], eight[0], fours[1]]))
