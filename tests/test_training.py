@@ -461,7 +461,9 @@ def test_closed_form_grad_is_the_gradient_of_the_loss(loss_type, dtype):
     (dict(), True), (dict(loss_type="dr_grpo"), True), (dict(num_iterations=2), False),
     (dict(loss_type="cispo"), False), (dict(importance_sampling_level="sequence"), False),
     (dict(kl_estimator="k3", beta=0.1), False), (dict(kl_in="reward", kl_estimator="k3"), True),
-    (dict(kl_estimator=["exact", "k3"], beta=0.1), False), (dict(beta=0.0), True)])
+    (dict(kl_estimator=["exact", "k3"], beta=0.1), False), (dict(beta=0.0), True),
+    (dict(kl_estimator="k3", beta=0.0), True),  # beta 0: no KL term in the loss at all
+    (dict(use_bias_correction_kl=[True, False], beta=0.1), False)])  # two exact KL terms
 def test_closed_form_only_where_it_is_the_gradient(options, closed, monkeypatch):
     """The closed-form step is taken for the tabular policy at mu = 1 with the clipped loss
     types and the exact KL (or none) in the loss; everything else goes through grpo_update."""
