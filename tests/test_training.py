@@ -523,3 +523,19 @@ def test_a_generator_shared_by_runs_of_different_g_is_drawn_block_by_block():
     fours = gc.train_batch(*ARGS, [g, g], num_generations=4, max_steps=30).logits
     eight = gc.train_batch(*ARGS, g, num_generations=8, max_steps=30).logits
     np.testing.assert_array_equal(res.logits, np.stack([fours[0], eight[0], fours[1]]))
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_every_step_of_the_curves_is_that_steps_policy(log):
+    """The curves (computed 32 steps at a time) at step k are those of the policy after k
+    steps, at the chunks' edges too: the last value of a k-step run with the same seeds."""
+    long = gc.train_batch(*ARGS, [0, 1], num_generations=[4, 8], max_steps=70, metrics=log)
+    for k in (1, 31, 32, 33, 63, 64, 65):
+        short = gc.train_batch(*ARGS, [0, 1], num_generations=[4, 8], max_steps=k, metrics=log)
+        np.testing.assert_array_equal(long.reward[:, k], short.reward[:, -1])
+        np.testing.assert_array_equal(long.kl[:, k], short.kl[:, -1])
+        np.testing.assert_array_equal(long.reward[:, k], gc.evaluate(short.logits, W.rewards,
+                                                                        W.ref_logits)[0])
+        if log:
+            np.testing.assert_array_equal(long.metrics["entropy"][:, k - 1],
+                                          short.metrics["entropy"][:, -1])
