@@ -49,7 +49,7 @@ def group_advantages(r: np.ndarray, normalise: bool = True, *, ddof: int = 0) ->
     return _group_advantages(r, normalise, ddof)
 
 
-def _group_advantages(r: np.ndarray, normalise: bool, ddof: int = 0) -> np.ndarray:
+def _group_advantages(r: np.ndarray, normalise: bool, ddof: int) -> np.ndarray:
     """:func:`group_advantages` of checked rewards (the training loop's per-step call)."""
     mean = r.mean(axis=-1, keepdims=True)
     adv = r - mean  # the group baseline

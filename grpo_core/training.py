@@ -346,7 +346,7 @@ def _advantages(r: np.ndarray, kinds: np.ndarray, Gs: np.ndarray,
         return trl_advantages(r.reshape(R, P * G), G, cfg.scale_rewards).reshape(r.shape)
     if (kinds == kinds[0]).all():  # one kind for all runs (the usual call): one call
         if kinds[0] in ("group", "group_norm"):  # GRPO's, without the checks of every step
-            return _group_advantages(r, kinds[0] == "group_norm")
+            return _group_advantages(r, kinds[0] == "group_norm", ddof=0)
         return advantages(r, kinds[0])
     out = np.empty_like(r)
     for kind in dict.fromkeys(kinds.tolist()):
