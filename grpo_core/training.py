@@ -467,7 +467,7 @@ def _train_block(rewards, emb, ref_logits, rngs, Gs, runs, cfg, policy, log) -> 
         with torch.no_grad():
             logits_np = policy().numpy()  # (R, P, A)
         probs, lp_np = _probs_and_log_probs(logits_np)  # softmax, log_softmax
-        recent[:, t % CHUNK] = probs, lp_np
+        recent[0, t % CHUNK], recent[1, t % CHUNK] = probs, lp_np
         if t % CHUNK == CHUNK - 1 or t == S:  # the curves of these CHUNK steps, at once
             t0, (pi, lp) = t - t % CHUNK, recent[:, :t % CHUNK + 1]  # (n, R, P, A) each
             reward_curve[:, t0:t + 1] = (pi * rewards).sum(-1).mean(-1).T  # as in evaluate()
