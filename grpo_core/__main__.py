@@ -282,9 +282,6 @@ SUMMARY = """
 
 
 def main() -> None:
-    # the imported modules (torch's many thousand objects) live until exit: keep the garbage
-    # collector off them, during the run and in the full collection at exit (~0.4 s of CPU)
-    gc.freeze()
     with np.printoptions(precision=3, suppress=True):  # arrays print as in the seed script
         _print_all()
 
@@ -304,4 +301,7 @@ def _print_all() -> None:
 
 
 if __name__ == "__main__":
+    # the imported modules (torch's many thousand objects) live until exit: keep the garbage
+    # collector off them, during the run and in the full collection at exit (~0.4 s of CPU)
+    gc.freeze()
     main()
