@@ -6,6 +6,7 @@ seed's claims were inexact. Every training run is done up front in a handful of 
 
 from __future__ import annotations
 
+import gc
 from functools import cache
 
 import numpy as np
@@ -300,4 +301,7 @@ def _print_all() -> None:
 
 
 if __name__ == "__main__":
+    # the imported modules (torch's many thousand objects) live until exit: keep the garbage
+    # collector off them, during the run and in the full collection at exit (~0.4 s of CPU)
+    gc.freeze()
     main()

@@ -44,14 +44,19 @@ def group_advantages(r: np.ndarray, normalise: bool = True, *, ddof: int = 0) ->
     ddof = check_int(ddof, "ddof", 0)
     if ddof > 1:
         raise ValueError(f"ddof must be 0 or 1, got {ddof}")
-    adv = r - r.mean(axis=-1, keepdims=True)  # the group baseline
-    same = _all_equal(r)
-    if normalise:
-        if ddof and r.shape[-1] < 2:
-            return np.zeros_like(r)
-        adv = adv / (r.std(axis=-1, keepdims=True, ddof=ddof) + EPS)  # scale invariance
+    if normalise and ddof and r.shape[-1] < 2:
+        return np.zeros_like(r)
+    return _group_advantages(r, normalise, ddof)
+
+
+def _group_advantages(r: np.ndarray, normalise: bool, ddof: int) -> np.ndarray:
+    """:func:`group_advantages` of checked rewards (the training loop's per-step call)."""
+    mean = r.mean(axis=-1, keepdims=True)
+    adv = r - mean  # the group baseline
+    if normalise:  # (std from the same mean: NumPy's std, bit for bit, one pass less)
+        adv = adv / (r.std(axis=-1, keepdims=True, ddof=ddof, mean=mean) + EPS)
     # an all-equal group carries no signal: make its advantage exactly 0, not rounding noise
-    return np.where(same, 0.0, adv)
+    return np.where(_all_equal(r), 0.0, adv)
 
 
 def loo_advantages(r: np.ndarray) -> np.ndarray:

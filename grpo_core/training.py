@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ._validate import check_array, check_int
-from .baselines import advantages, group_advantages
+from .baselines import _group_advantages, advantages, group_advantages
 from .config import GRPOConfig
 from .critic import Critic
 from .loss import grpo_loss, kl_estimate, reward_metrics, trl_advantages
@@ -237,12 +237,18 @@ def train_batch(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndar
     if policy is not None and len(set(Gs.tolist())) > 1:
         raise ValueError("with policy=, all runs must share num_generations")
 
-    parts = []  # runs are trained in blocks of equal G: no padding, every block is exact
-    for g in dict.fromkeys(Gs.tolist()):
-        sel = np.flatnonzero(Gs == g)
-        block = {k: runs[k][sel] for k in PER_RUN}
-        parts.append((sel, _train_block(rewards, emb, ref_logits, [rngs[i] for i in sel], g,
-                                        block, cfg, policy, metrics)))
+    own_rng = len({id(rng) for rng in rngs}) == n_runs  # no generator shared by two runs
+    if policy is None and own_rng and _closed_form(cfg, runs) and not (
+            metrics or cfg.use_critic or cfg.dynamic_sampling):  # every run in one block:
+        parts = [(np.arange(n_runs), _train_block(  # groups padded, padding weighs exactly 0
+            rewards, emb, ref_logits, rngs, Gs, runs, cfg, policy, metrics))]
+    else:  # runs are trained in blocks of equal G
+        parts = []
+        for g in dict.fromkeys(Gs.tolist()):
+            sel = np.flatnonzero(Gs == g)
+            block = {k: runs[k][sel] for k in PER_RUN}
+            parts.append((sel, _train_block(rewards, emb, ref_logits, [rngs[i] for i in sel],
+                                            Gs[sel], block, cfg, policy, metrics)))
     return _assemble(parts, n_runs, Gs, runs, cfg)
 
 
@@ -276,14 +282,30 @@ def _assemble(parts, n_runs, Gs, runs, cfg) -> TrainResult:
         logits=gather("logits"), reward=gather("reward"), kl=gather("kl"),
         critic_value=gather("critic_value"), G=Gs, beta=np.array(runs["beta"], dtype=float),
         config=cfg, critics=critics, metrics=metrics, samples_drawn=gather("drawn"),
-        policy=parts[0][1]["policy"] if len(parts) == 1 else None)
+        policy=parts[0][1]["policy"] if len(set(Gs.tolist())) == 1 else None)
 
 
-def _uniforms(rngs, steps: int, P: int, G: int, chunk: int = 32):
-    """Per step, ``(R, P, G)`` uniforms; drawn ``chunk`` steps at a time per run, which is the
-    same stream as one ``rng.random((P, G))`` call per step."""
+CHUNK = 32  # steps whose uniforms are drawn, and whose curves are computed, at once
+
+
+def _sample(probs: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """:func:`grpo_core.sample_from_uniforms` with torch's batched binary search in place of
+    NumPy's count of CDF entries <= u (the same indices, tested; twice as fast for 64 runs)."""
+    cdf = np.cumsum(probs, axis=-1)
+    cdf /= cdf[..., -1:]  # as numpy's choice does: the last entry is exactly 1
+    idx = torch.searchsorted(torch.from_numpy(cdf), torch.from_numpy(u), right=True).numpy()
+    return np.minimum(idx, probs.shape[-1] - 1, out=idx)
+
+
+def _uniforms(rngs, steps: int, P: int, Gs: np.ndarray, chunk: int = CHUNK):
+    """Per step, ``(R, P, max G)`` uniforms, run r's ``Gs[r]`` first (the rest 0, padding);
+    drawn ``chunk`` steps at a time per run, which is the same stream as one
+    ``rng.random((P, G))`` call per step."""
     for t0 in range(0, steps, chunk):
-        u = np.stack([rng.random((min(chunk, steps - t0), P, G)) for rng in rngs], axis=1)
+        n = min(chunk, steps - t0)
+        u = np.zeros((n, len(rngs), P, Gs.max()))
+        for i, (rng, G) in enumerate(zip(rngs, Gs, strict=True)):
+            u[:, i, :, :G] = rng.random((n, P, G))
         yield from u
 
 
@@ -308,12 +330,23 @@ def _redraw_dead(samples, probs, rewards, rngs, max_redraws):
     return samples, extra
 
 
-def _advantages(r: np.ndarray, kinds: np.ndarray, cfg: GRPOConfig) -> np.ndarray:
-    """``(R, P, G)`` advantages: TRL's (``scale_rewards``) or each run's ``kind``."""
+def _advantages(r: np.ndarray, kinds: np.ndarray, Gs: np.ndarray,
+                cfg: GRPOConfig) -> np.ndarray:
+    """``(R, P, G)`` advantages: TRL's (``scale_rewards``) or each run's ``kind``; run r's group
+    is its first ``Gs[r]`` answers (the rest padding, advantage 0)."""
     R, P, G = r.shape
+    if len(set(Gs.tolist())) > 1:  # padded groups: each G's runs alone, padding gets 0
+        out = np.zeros_like(r)
+        for g in dict.fromkeys(Gs.tolist()):
+            sel = Gs == g
+            out[sel, :, :g] = _advantages(np.ascontiguousarray(r[sel, :, :g]), kinds[sel],
+                                          Gs[sel], cfg)
+        return out
     if cfg.scale_rewards is not None:
         return trl_advantages(r.reshape(R, P * G), G, cfg.scale_rewards).reshape(r.shape)
     if (kinds == kinds[0]).all():  # one kind for all runs (the usual call): one call
+        if kinds[0] in ("group", "group_norm"):  # GRPO's, without the checks of every step
+            return _group_advantages(r, kinds[0] == "group_norm", ddof=0)
         return advantages(r, kinds[0])
     out = np.empty_like(r)
     for kind in dict.fromkeys(kinds.tolist()):
@@ -336,9 +369,54 @@ def kl_term(lp, logp, old_logp, ref_lp, ref_logp, mask, estimator: str,
                      use_bias_correction_kl=use_bias_correction_kl)
 
 
-def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy, log) -> dict:
-    """The loop for R runs that share G (see :func:`train_batch`)."""
-    R, (P, A), S = len(rngs), rewards.shape, cfg.max_steps
+# loss types whose on-policy gradient (mu = 1, one token per answer) is -A / (P G) per answer
+_CLOSED_FORM_LOSSES = ("grpo", "bnpo", "dapo", "dr_grpo")
+
+
+def _closed_form(cfg: GRPOConfig, runs: dict) -> bool:
+    """Whether :func:`_closed_form_grad` is the tabular step's gradient: mu = 1, token level,
+    a loss type of :data:`_CLOSED_FORM_LOSSES`, and in the loss at most one KL term, the exact
+    one (the runs' (estimator, bias correction) pairs with beta > 0 and ``kl_in="loss"``)."""
+    in_loss = {(est, bias) for est, bias, where, beta in zip(
+        runs["kl_estimator"], runs["use_bias_correction_kl"], runs["kl_in"], runs["beta"],
+        strict=True) if where == "loss" and beta != 0}
+    return (cfg.num_iterations == 1 and cfg.loss_type in _CLOSED_FORM_LOSSES
+            and cfg.importance_sampling_level == "token"
+            and len(in_loss) <= 1 and all(est == "exact" for est, _ in in_loss))
+
+
+@torch.no_grad()
+def _closed_form_grad(logits: torch.Tensor, idx: torch.Tensor, adv: torch.Tensor,
+                      n_tokens: torch.Tensor, ref_lp: torch.Tensor | None,
+                      kl_weight: torch.Tensor | None) -> torch.Tensor:
+    """The gradient ``(R, P, A)`` that autograd gives for one on-policy step of the tabular
+    toy (:func:`_closed_form`), written out in the same operations and order, so bit for bit
+    the same, without building an autograd graph (a step of one run: ~0.05 ms, not ~0.5).
+
+    ``idx (R, P, G)`` the sampled answers, ``adv (R, P G)``, ``n_tokens (R,)`` the loss's
+    normaliser (P G; times max_completion_length for dr_grpo), ``kl_weight (R, P, A)`` each
+    run's beta / P (None: no KL term). At mu = 1 the ratio is exactly 1 and the clip never
+    binds: each sampled answer's log-prob gets ``-A / n_tokens`` (PPO's min splits it in two
+    halves that add back), scattered onto its answer (padding, A = 0, adds -0.0: nothing);
+    the exact KL adds ``w e + (w (lp - lp_ref)) e`` with ``e = exp(lp)``; then log-softmax's
+    backward. Checked against autograd in ``tests/test_training.py``.
+    """
+    lp = torch.log_softmax(logits, -1)  # (R, P, A)
+    R, P, G = idx.shape
+    g0 = torch.ones(R, dtype=lp.dtype) / n_tokens  # d loss / d per-token loss
+    per_sample = -(g0[:, None] * adv).reshape(R, P, G)  # d loss / d log pi(a_i)
+    grad_lp = torch.zeros_like(lp).scatter_add_(-1, idx, per_sample)
+    if kl_weight is not None:  # d/d lp of w sum_a e (lp - lp_ref): the two uses of lp, then
+        e = lp.exp()  # the gathered one, in autograd's order of accumulation
+        grad_lp = kl_weight * e + (kl_weight * (lp - ref_lp)) * e + grad_lp
+    return torch._log_softmax_backward_data(grad_lp, lp, -1, lp.dtype)
+
+
+def _train_block(rewards, emb, ref_logits, rngs, Gs, runs, cfg, policy, log) -> dict:
+    """The loop for R runs (see :func:`train_batch`) that share G, or with the closed-form step
+    and no metrics, critic or redraws, whose groups ``Gs (R,)`` are padded to the largest."""
+    R, (P, A), S, G = len(rngs), rewards.shape, cfg.max_steps, int(Gs.max())
+    tabular = policy is None  # the book's policy: its on-policy step has a closed form
     policy = TabularPolicy(ref_logits, R) if policy is None else policy
     opt = Adam(list(policy.parameters()), lr=cfg.learning_rate, betas=(0.9, cfg.adam_beta2))
     ref0 = log_softmax(ref_logits)  # (P, A): the initial reference, for the KL curve
@@ -357,8 +435,9 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy, log) -> d
     emb_t = torch.tensor(emb, dtype=torch.float32) if cfg.use_critic else None
     rows = np.arange(P)[:, None]
     reward_curve, kl_curve, drawn = np.empty((R, S + 1)), np.empty((R, S + 1)), np.zeros((R, S + 1))
+    recent = np.empty((2, CHUNK, R, P, A))  # the last CHUNK steps' probabilities, log-probs
     metrics = {name: np.zeros((R, S)) for name in METRICS if not name.startswith("completions")}
-    uniforms = _uniforms(rngs, S, P, G)
+    uniforms = _uniforms(rngs, S, P, Gs)
     drawn_r, kl_sampled = np.empty((R, S, P, G)), torch.empty(R, S, P, G, dtype=torch.float64)
     loss_kwargs = {"epsilon": cfg.epsilon, "epsilon_high": cfg.epsilon_high,  # beta: add_kl
                    "loss_type": cfg.loss_type, "max_completion_length": cfg.max_completion_length,
@@ -372,6 +451,11 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy, log) -> d
     in_reward = [(est, b) for (est, _), b in in_reward.items() if b.any()]
     need_lp = log or any(est in ("k2", "k3") for est, _ in in_reward)  # sampled log-probs
     need_ref = need_lp or any(est != "exact" for est, _, _ in in_loss)
+    closed_form = tabular and _closed_form(cfg, runs)
+    if closed_form:  # the loss's normaliser and each run's weight of the exact KL's gradient
+        length = cfg.max_completion_length if cfg.loss_type == "dr_grpo" else None
+        n_tokens = torch.tensor(P * Gs * (length or 1), dtype=torch.float64)  # one token each
+        kl_weight = in_loss[0][2][:, None, None].expand(R, P, A) / P if in_loss else None
 
     def add_kl(loss, logp, old_logp, lp):  # each run's beta x its KL term: linear in beta
         for est, bias, beta_l in in_loss:
@@ -383,20 +467,24 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy, log) -> d
         with torch.no_grad():
             logits_np = policy().numpy()  # (R, P, A)
         probs, lp_np = _probs_and_log_probs(logits_np)  # softmax, log_softmax
-        reward_curve[:, t] = (probs * rewards).sum(-1).mean(-1)  # as in evaluate()
-        kl_curve[:, t] = (probs * (lp_np - ref0)).sum(-1).mean(-1)
+        recent[0, t % CHUNK], recent[1, t % CHUNK] = probs, lp_np
+        if t % CHUNK == CHUNK - 1 or t == S:  # the curves of these CHUNK steps, at once
+            t0, (pi, lp) = t - t % CHUNK, recent[:, :t % CHUNK + 1]  # (n, R, P, A) each
+            reward_curve[:, t0:t + 1] = (pi * rewards).sum(-1).mean(-1).T  # as in evaluate()
+            kl_curve[:, t0:t + 1] = (pi * (lp - ref0)).sum(-1).mean(-1).T
+            if log:  # over prompts
+                metrics["entropy"][:, t0:t + 1] = -(pi * lp)[:S - t0].sum(-1).mean(-1).T
         if t == S:
             break
         # 1. sample a group per prompt from pi_old (the current policy), and score it
-        samples = sample_from_uniforms(probs, next(uniforms))  # (R, P, G)
+        samples = _sample(probs, next(uniforms))  # (R, P, G)
         extra = 0.0
         if cfg.dynamic_sampling:
             samples, extra = _redraw_dead(samples, probs, rewards, rngs, cfg.max_redraws)
-        drawn[:, t + 1] = drawn[:, t] + G + extra
+        drawn[:, t + 1] = drawn[:, t] + Gs + extra
         r = rewards[rows, samples]  # (R, P, G)
         if log:  # TRL's reward metrics come from these, at the end (_log_rewards)
             drawn_r[:, t] = r
-            metrics["entropy"][:, t] = -(probs * lp_np).sum(-1).mean(-1)  # over prompts
         idx = torch.from_numpy(samples)
         if need_lp:
             sampled_lp = torch.tensor(np.take_along_axis(lp_np, samples, axis=-1))  # (R, P, G)
@@ -417,15 +505,21 @@ def _train_block(rewards, emb, ref_logits, rngs, G, runs, cfg, policy, log) -> d
             if cfg.train_critic:
                 critic.fit(v, r)
         else:
-            adv = torch.tensor(_advantages(r, runs["kind"], cfg),
+            adv = torch.tensor(_advantages(r, runs["kind"], Gs, cfg),
                                dtype=torch.float32 if cfg.float32_advantages else torch.float64)
         adv = adv.reshape(R, P * G)
         ref_logp = None if sampled_ref is None else sampled_ref.reshape(R, P * G, 1)
         # 4. mu Adam steps on this one batch: the ratio to pi_old moves, the clip may bind
-        clip, _, _ = grpo_update(forward, adv, mask, opt, num_iterations=cfg.num_iterations,
-                                 loss_kwargs=loss_kwargs, add_terms=add_kl, metrics=log)
-        for name, value in clip.items():
-            metrics[name][:, t] = value
+        if closed_form:  # mu = 1: grpo_update's step without autograd (no clip metrics)
+            opt.zero_grad()
+            policy.logits.grad = _closed_form_grad(policy.logits, idx, adv, n_tokens, ref_lp,
+                                                   kl_weight)
+            opt.step()
+        else:
+            clip, _, _ = grpo_update(forward, adv, mask, opt, num_iterations=cfg.num_iterations,
+                                     loss_kwargs=loss_kwargs, add_terms=add_kl, metrics=log)
+            for name, value in clip.items():
+                metrics[name][:, t] = value
         if cfg.sync_ref_model and (t + 1) % cfg.ref_model_sync_steps == 0:
             # TRL's SyncRefModelCallback (trl/trainer/callbacks.py 135-154): pi_ref's parameters
             # <- alpha x the policy's + (1 - alpha) x pi_ref's; alpha = 1 is a reset (DeepSeek-R1)

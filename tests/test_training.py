@@ -401,3 +401,141 @@ def test_reward_std_of_one_prompt_and_one_answer_is_zero():
     rewards, ref = W.rewards[:1], W.ref_logits[:1]
     res = logged(rewards, None, ref, [0], num_generations=1, max_steps=2, beta=0.0)
     assert (res.metrics["reward_std"] == 0).all()
+
+
+CLOSED_FORM_OPTIONS = [
+    dict(), dict(beta=[0.0, 0.02, 0.5]), dict(loss_type="grpo"), dict(loss_type="bnpo"),
+    dict(loss_type="dr_grpo", max_completion_length=7), dict(kl_in=["reward", "loss", "loss"]),
+    dict(float32_advantages=False), dict(scale_rewards="group"), dict(use_critic=True),
+    dict(dynamic_sampling=True), dict(num_generations=[1, 1, 1]), dict(epsilon=2.0),
+    dict(sync_ref_model=True, ref_model_sync_steps=7, ref_model_mixup_alpha=0.6)]
+
+
+@pytest.mark.parametrize("options", CLOSED_FORM_OPTIONS)
+def test_closed_form_step_is_autograds_bit_for_bit(options):
+    """The tabular loop's on-policy step without autograd (_closed_form_grad) trains exactly
+    as grpo_update's autograd step (taken when a policy module is passed), metrics included."""
+    fast = logged(*ARGS, [0, 1, 11], max_steps=40, **options)
+    slow = logged(*ARGS, [0, 1, 11], max_steps=40, policy=gc.training.TabularPolicy(
+        W.ref_logits, 3), **options)
+    np.testing.assert_array_equal(fast.logits, slow.logits)
+    np.testing.assert_array_equal(fast.kl, slow.kl)
+    for name, value in slow.metrics.items():
+        np.testing.assert_array_equal(fast.metrics[name], value)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo", "dr_grpo"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_closed_form_grad_is_the_gradient_of_the_loss(loss_type, dtype):
+    """Oracle: _closed_form_grad equals autograd's gradient of grpo_loss + beta x the exact KL
+    on random logits, samples, advantages and betas, bit for bit."""
+    rng = np.random.default_rng(3)
+    for R, G in ((1, 1), (3, 8), (5, 32)):
+        P, A = 6, 12
+        logits = torch.tensor(rng.normal(0, 2, (R, P, A)), requires_grad=True)
+        ref_lp = torch.log_softmax(torch.tensor(rng.normal(0, 0.5, (R, P, A))), -1)
+        idx = torch.from_numpy(rng.integers(0, A, (R, P, G)))
+        adv = torch.tensor(rng.normal(0, 1, (R, P * G)), dtype=dtype)
+        beta = torch.tensor(rng.choice([0.0, 0.02, 0.5], R))
+        length = 5 if loss_type == "dr_grpo" else None
+        lp = torch.log_softmax(logits, -1)
+        logp = lp.gather(-1, idx).reshape(R, P * G, 1)
+        loss = gc.grpo_loss(logp, logp.detach(), None, adv, torch.ones_like(logp),
+                            loss_type=loss_type, max_completion_length=length)
+        kl = gc.training.kl_term(lp, None, None, ref_lp, None, None, "exact", True, loss_type)
+        (0.0 + (loss + beta * kl).sum()).backward()
+        weight = beta[:, None, None].expand(R, P, A) / P
+        grad = gc.training._closed_form_grad(logits, idx, adv, P * G * (length or 1), ref_lp,
+                                             weight)
+        assert torch.equal(grad, logits.grad)
+        logits.grad = None
+        logp = torch.log_softmax(logits, -1).gather(-1, idx).reshape(R, P * G, 1)
+        loss = gc.grpo_loss(logp, logp.detach(), None, adv, torch.ones_like(logp),
+                            loss_type=loss_type, max_completion_length=length)
+        loss.sum().backward()  # no KL term
+        grad = gc.training._closed_form_grad(logits, idx, adv, P * G * (length or 1), None, None)
+        assert torch.equal(grad, logits.grad)
+
+
+@pytest.mark.parametrize("options, closed", [
+    (dict(), True), (dict(loss_type="dr_grpo"), True), (dict(num_iterations=2), False),
+    (dict(loss_type="cispo"), False), (dict(importance_sampling_level="sequence"), False),
+    (dict(kl_estimator="k3", beta=0.1), False), (dict(kl_in="reward", kl_estimator="k3"), True),
+    (dict(kl_estimator=["exact", "k3"], beta=0.1), False), (dict(beta=0.0), True),
+    (dict(kl_estimator="k3", beta=0.0), True),  # beta 0: no KL term in the loss at all
+    (dict(use_bias_correction_kl=[True, False], beta=0.1), False)])  # two exact KL terms
+def test_closed_form_only_where_it_is_the_gradient(options, closed, monkeypatch):
+    """The closed-form step is taken for the tabular policy at mu = 1 with the clipped loss
+    types and the exact KL (or none) in the loss; everything else goes through grpo_update."""
+    calls = []
+    monkeypatch.setattr(gc.training, "grpo_update",
+                        lambda *a, **k: calls.append(1) or gc.update.grpo_update(*a, **k))
+    gc.train_batch(*ARGS, [0, 1], max_steps=2, **options)
+    assert (not calls) == closed
+    gc.train_batch(*ARGS, [0, 1], max_steps=2, policy=gc.training.TabularPolicy(W.ref_logits, 2),
+                   **options)
+    assert calls  # a policy module: always autograd
+
+
+@pytest.mark.parametrize("options, blocks", [
+    (dict(), 1), (dict(metrics=True), 3), (dict(use_critic=True), 3),
+    (dict(dynamic_sampling=True), 3), (dict(num_iterations=2), 3),
+    (dict(kl_estimator="k3", beta=0.1), 3)])
+def test_runs_of_different_g_train_in_one_padded_block_only_with_the_closed_form(options, blocks,
+                                                                                  monkeypatch):
+    """Mixed group sizes share one loop (groups padded to the largest) when the step is the
+    closed form and nothing reads the padding; else one block per G. Same runs either way."""
+    calls = []
+    block = gc.training._train_block
+    monkeypatch.setattr(gc.training, "_train_block",
+                        lambda *a, **k: calls.append(1) or block(*a, **k))
+    res = gc.train_batch(*ARGS, [0, 1, 2], num_generations=[2, 8, 3], max_steps=20, **options)
+    assert len(calls) == blocks and res.policy is None
+    for b, G in enumerate((2, 8, 3)):
+        alone = gc.train_batch(*ARGS, b, num_generations=G, max_steps=20, **options)
+        np.testing.assert_array_equal(res.logits[b], alone.logits[0])
+        np.testing.assert_array_equal(res.samples_drawn[b], alone.samples_drawn[0])
+
+
+def test_the_loops_sampler_draws_what_sample_from_uniforms_draws():
+    """_sample (torch's batched binary search) gives sample_from_uniforms' indices, also with
+    answers of probability 0 (equal CDF entries) and uniforms equal to a CDF entry."""
+    rng = np.random.default_rng(5)
+    for shape, G in (((1, 6, 12), 8), ((64, 6, 12), 8), ((3, 4, 5), 32), ((2, 1, 1), 3)):
+        probs = rng.dirichlet(np.full(shape[-1], 0.3), shape[:-1])
+        probs[..., ::3] = 0.0  # ties in the CDF
+        probs /= np.maximum(probs.sum(-1, keepdims=True), 1e-300)
+        probs[probs.sum(-1) == 0] = 1.0 / shape[-1]
+        u = rng.random((*shape[:-1], G))
+        cdf = np.cumsum(probs, -1) / np.cumsum(probs, -1)[..., -1:]
+        u[..., 0] = cdf[..., 0]  # exactly on an entry: counted (<=), as numpy's choice
+        u[..., -1] = 0.0
+        expect = gc.sample_from_uniforms(probs, u)
+        got = gc.training._sample(probs, u)
+        assert got.dtype == expect.dtype and np.array_equal(got, expect)
+
+
+def test_a_generator_shared_by_runs_of_different_g_is_drawn_block_by_block():
+    """One generator for every run: the runs of each G draw from it in turn, block after block
+    (padding all runs into one loop would interleave the draws)."""
+    res = gc.train_batch(*ARGS, np.random.default_rng(3), num_generations=[4, 8, 4], max_steps=30)
+    g = np.random.default_rng(3)
+    fours = gc.train_batch(*ARGS, [g, g], num_generations=4, max_steps=30).logits
+    eight = gc.train_batch(*ARGS, g, num_generations=8, max_steps=30).logits
+    np.testing.assert_array_equal(res.logits, np.stack([fours[0], eight[0], fours[1]]))
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_every_step_of_the_curves_is_that_steps_policy(log):
+    """The curves (computed 32 steps at a time) at step k are those of the policy after k
+    steps, at the chunks' edges too: the last value of a k-step run with the same seeds."""
+    long = gc.train_batch(*ARGS, [0, 1], num_generations=[4, 8], max_steps=70, metrics=log)
+    for k in (1, 31, 32, 33, 63, 64, 65):
+        short = gc.train_batch(*ARGS, [0, 1], num_generations=[4, 8], max_steps=k, metrics=log)
+        np.testing.assert_array_equal(long.reward[:, k], short.reward[:, -1])
+        np.testing.assert_array_equal(long.kl[:, k], short.kl[:, -1])
+        np.testing.assert_array_equal(long.reward[:, k], gc.evaluate(short.logits, W.rewards,
+                                                                        W.ref_logits)[0])
+        if log:
+            np.testing.assert_array_equal(long.metrics["entropy"][:, k - 1],
+                                          short.metrics["entropy"][:, -1])
