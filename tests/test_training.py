@@ -497,24 +497,6 @@ def test_runs_of_different_g_train_in_one_padded_block_only_with_the_closed_form
         np.testing.assert_array_equal(res.samples_drawn[b], alone.samples_drawn[0])
 
 
-def test_the_loops_sampler_draws_what_sample_from_uniforms_draws():
-    """_sample (torch's batched binary search) gives sample_from_uniforms' indices, also with
-    answers of probability 0 (equal CDF entries) and uniforms equal to a CDF entry."""
-    rng = np.random.default_rng(5)
-    for shape, G in (((1, 6, 12), 8), ((64, 6, 12), 8), ((3, 4, 5), 32), ((2, 1, 1), 3)):
-        probs = rng.dirichlet(np.full(shape[-1], 0.3), shape[:-1])
-        probs[..., ::3] = 0.0  # ties in the CDF
-        probs /= np.maximum(probs.sum(-1, keepdims=True), 1e-300)
-        probs[probs.sum(-1) == 0] = 1.0 / shape[-1]
-        u = rng.random((*shape[:-1], G))
-        cdf = np.cumsum(probs, -1) / np.cumsum(probs, -1)[..., -1:]
-        u[..., 0] = cdf[..., 0]  # exactly on an entry: counted (<=), as numpy's choice
-        u[..., -1] = 0.0
-        expect = gc.sample_from_uniforms(probs, u)
-        got = gc.training._sample(probs, u)
-        assert got.dtype == expect.dtype and np.array_equal(got, expect)
-
-
 def test_a_generator_shared_by_runs_of_different_g_is_drawn_block_by_block():
     """One generator for every run: the runs of each G draw from it in turn, block after block
     (padding all runs into one loop would interleave the draws)."""
