@@ -72,8 +72,8 @@ def test_run_notebooks_inserts_the_cell_after_the_title_then_refreshes_it_in_pla
 
 
 # The intro's reading paths: their times are the tool's sums of the chapters' times, so a
-# shortened chapter changes them; after any chapter edit run
-#     python tools/reading_stats.py --write-intro
+# shortened chapter changes them. tools/run_notebooks.py rewrites them after running chapters;
+# after an edit without a run: python tools/reading_stats.py --write-intro
 
 
 def test_intro_states_the_reading_path_times_the_tool_computes():
@@ -115,3 +115,24 @@ def test_a_longer_chapter_changes_the_paths_through_it(tmp_path):
         grown = stats.path_minutes(path, tmp_path) - stats.path_minutes(path)
         assert grown == pytest.approx(10.0 if 3 in path else 0.0), name
     assert stats.reading_paths_markdown(tmp_path) != stats.reading_paths_markdown()
+
+
+def test_run_notebooks_rewrites_the_intros_paths_after_running_a_chapter(monkeypatch, capsys):
+    run_notebooks = load_tool("run_notebooks")
+    calls = []
+
+    class Stats:  # stands in for tools/reading_stats.py
+        INTRO = stats.INTRO
+
+        @staticmethod
+        def write_intro():
+            calls.append("intro")
+            return True
+
+    monkeypatch.setattr(run_notebooks, "execute_notebook", lambda path, **kw: False)
+    monkeypatch.setattr(run_notebooks, "set_deterministic_env", lambda: None)
+    monkeypatch.setattr(run_notebooks, "_reading_stats", lambda: Stats)
+    assert run_notebooks.main([str(ROOT / "tests" / "elsewhere.ipynb")]) == 0
+    assert calls == []  # a notebook outside book/: the intro is left alone
+    assert run_notebooks.main([str(stats.chapter_path(9))]) == 0
+    assert calls == ["intro"] and "book/intro.md  reading paths updated" in capsys.readouterr().out

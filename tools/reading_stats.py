@@ -131,7 +131,8 @@ def reading_time_markdown(s: dict[str, float]) -> str:
 
 # The reading paths book/intro.md offers: (name, chapter numbers, what the path gives). Their
 # times are the sum of the chapters' careful reading times, so they follow every edit of a
-# chapter: `--write-intro` rewrites the block between the two markers in book/intro.md, and
+# chapter: `--write-intro` (and tools/run_notebooks.py after running chapters) rewrites the
+# block between the two markers in book/intro.md, and
 # tests/test_reading_time.py fails (printing the expected block) when the intro's lines differ.
 PATHS = [
     ("Quick look", (1, 3, 10),

@@ -23,6 +23,9 @@ repository); elsewhere it installs nothing and prints nothing. Outside the tests
 GRPO_BOOK_STRICT in the environment) it also makes later checks of stored numbers print a note
 instead of raising (grpo_core/notebook.py).
 
+A chapter of book/ also gets (or has refreshed) its reading-time line, and book/intro.md its
+reading paths, whose times are sums of chapter times (tools/reading_stats.py).
+
 A notebook that fails is reported and left untouched; the exit status is then 1.
 """
 
@@ -136,19 +139,25 @@ def ensure_colab_cell(nb) -> None:
 READING_TIME_CELL_ID = "reading-time"
 
 
+def _reading_stats():
+    """tools/reading_stats.py as a module (tools/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reading_stats",
+                                                  ROOT / "tools" / "reading_stats.py")
+    stats = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stats)
+    return stats
+
+
 def ensure_reading_time_cell(nb) -> None:
     """Insert right after the title cell, or refresh in place, a small markdown cell with the
     chapter's careful reading time as tools/reading_stats.py computes it (that cell left out of
     the count). Call it on the executed notebook: figures are counted from the stored outputs.
     Untagged: the page shows it. tests/test_reading_time.py checks it never drifts."""
-    import importlib.util
-
     import nbformat
 
-    path = ROOT / "tools" / "reading_stats.py"
-    spec = importlib.util.spec_from_file_location("reading_stats", path)
-    stats = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(stats)
+    stats = _reading_stats()
     assert stats.READING_TIME_CELL_ID == READING_TIME_CELL_ID
     cells = [c for c in nb.cells if c.get("id") == READING_TIME_CELL_ID]
     if cells:
@@ -296,6 +305,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         if detail:
             print(detail, file=sys.stderr, flush=True)
+
+    if any(_in_book(path) for path in paths):  # the intro's reading paths sum chapter times
+        stats = _reading_stats()
+        status = "updated" if stats.write_intro() else "unchanged"
+        print(f"{stats.INTRO.relative_to(ROOT)}  reading paths {status}", flush=True)
 
     if failed:
         print(
