@@ -17,11 +17,13 @@ BOOK = ROOT / "book"
 # The README's set-up commands; .ci/run runs the test command exactly as written. torch comes
 # alone from PyTorch's CPU index (--index-url: that index for torch only, never for the rest,
 # and a blocked host fails fast: 2 retries, 15 s timeout), then the rest from the default index.
+# each line but the last ends with `&&`: pasted as a block, it stops at the first failure (if the
+# torch line fails, the next would install PyPI's 2.5 GB CUDA torch)
 INSTALL_AND_BUILD = [
-    "python3.11 -m venv .venv",
+    "python3.11 -m venv .venv &&",
     ".venv/bin/pip install --retries 2 --timeout 15 --no-deps torch==2.13.0"
-    " --index-url https://download.pytorch.org/whl/cpu",
-    ".venv/bin/pip install -r requirements.txt -c constraints.txt",
+    " --index-url https://download.pytorch.org/whl/cpu &&",
+    ".venv/bin/pip install -r requirements.txt -c constraints.txt &&",
     ".venv/bin/jupyter-book build . -W -n --keep-going",
 ]
 TEST_COMMAND = ".venv/bin/python -m pytest"
@@ -125,6 +127,7 @@ def test_readme_holds_the_two_setup_commands_and_ci_runs_the_test_command():
     i = lines.index(INSTALL_AND_BUILD[0])
     assert lines[i:i + len(INSTALL_AND_BUILD)] == INSTALL_AND_BUILD
     assert lines[i - 1] == "```bash" and lines[i + len(INSTALL_AND_BUILD)] == "```"
+    assert all(line.endswith(" &&") for line in INSTALL_AND_BUILD[:-1])
     pins = (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
     torch_pin = next(p for p in pins if p.startswith("torch=="))
     assert f" {torch_pin} " in INSTALL_AND_BUILD[1]  # the README installs the pinned torch
