@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 KIT = ('(function(){var p={"magnifying-glass":[512,512,[128269,"search"],"f002","M1 2z"],'
        'github:[496,512,[],"f09b","M3 4z"]};d("fab",p)})();'
        '(function(){var p={"pencil":[512,512,[9999,61504,"pencil-alt"],"f303","M5 6z"],'
+       'lightbulb:[384,512,[],"f0eb","M9 9z"],'
        'sun:[512,512,[9728],"f185","M7 8z"]};d("fas",p)})();')
 
 
@@ -96,3 +97,16 @@ def test_the_theme_gets_a_valid_default_mode(bw):
 
     bw.config_inited(None, Config)
     assert Config.html_context["default_mode"] == "auto"
+
+
+def test_spans_and_admonitions_use_no_icon_font(bw):
+    icons = bw.read_icons(KIT)
+    new, missing = bw.inline_icons('<span class="fa-solid fa-sun"></span>', icons)
+    assert new.startswith("<svg") and not missing
+    css = bw.admonition_css(icons)
+    assert 'content:""!important' in css and "font:inherit!important" in css
+    assert ".admonition.tip>.admonition-title:after" in css  # lightbulb is in KIT
+    assert ".admonition.note>" not in css  # info-circle is not: left to the theme
+    page = ('<link rel="stylesheet" type="text/css" href="../_static/grpo.css?v=1" />')
+    linked = bw.link_icon_css(page)
+    assert 'href="../_static/grpo-icons.css"' in linked and bw.link_icon_css(linked) == linked

@@ -61,16 +61,16 @@ def read_icons(kit: str) -> dict[tuple[str, str], tuple[int, int, str]]:
     return icons
 
 
-_ICON_TAG = re.compile(r'<i class="([^"]*\bfa-[^"]*)"([^>]*)>\s*</i>')
+_ICON_TAG = re.compile(r'<(i|span) class="([^"]*\bfa-[^"]*)"([^>]*)>\s*</\1>')
 
 
 def inline_icons(page: str, icons) -> tuple[str, list[str]]:
-    """Replace each `<i class="fa-...">` by an inline SVG; returns the page and the icons it
-    could not find (left as they were)."""
+    """Replace each `<i class="fa-...">` (or empty `<span>`) by an inline SVG; returns the page and
+    the icons it could not find (left as they were)."""
     missing = []
 
     def svg(m: re.Match) -> str:
-        classes = m.group(1).split()
+        classes = m.group(2).split()
         set_ = next((ICON_SETS[c] for c in classes if c in ICON_SETS), "fas")
         names = [c[3:] for c in classes if c.startswith("fa-") and c not in ICON_SETS
                  and c not in ("fa-lg", "fa-fw", "fa-xs", "fa-sm", "fa-2x")]
@@ -80,13 +80,53 @@ def inline_icons(page: str, icons) -> tuple[str, list[str]]:
             return m.group(0)
         width, height, path = found[1]
         keep = " ".join(["grpo-icon"] + [c for c in classes if not c.startswith("fa")])
-        attrs = m.group(2) if "aria-hidden" in m.group(2) else f' aria-hidden="true"{m.group(2)}'
+        attrs = m.group(3) if "aria-hidden" in m.group(3) else f' aria-hidden="true"{m.group(3)}'
         size = "1.25em" if "fa-lg" in classes else "1em"  # the kit's sizes; its width is fixed
         return (f'<svg class="{keep}" viewBox="0 0 {width} {height}" focusable="false"{attrs} '
                 f'style="height:{size};width:auto;vertical-align:-0.125em;fill:currentColor;'
                 f'overflow:visible"><path d="{path}"/></svg>')
 
     return _ICON_TAG.sub(svg, page), missing
+
+
+# pydata-sphinx-theme draws each admonition's icon with the FontAwesome font (`content:
+# var(--pst-icon-admonition-tip)`): the same icons as CSS masks, in _static/grpo-icons.css.
+ADMONITION_ICONS = {"": "bell", "note": "info-circle", "attention": "exclamation-circle",
+                    "caution": "exclamation-triangle", "warning": "exclamation-triangle",
+                    "danger": "exclamation-triangle", "error": "times-circle", "hint": "lightbulb",
+                    "tip": "lightbulb", "important": "exclamation-circle", "seealso": "share",
+                    "todo": "pencil"}
+ICON_CSS = "grpo-icons.css"
+
+
+def admonition_css(icons) -> str:
+    """CSS that draws the admonition icons as masks of inline SVGs, without the icon font."""
+    from urllib.parse import quote
+
+    rules = [".admonition>.admonition-title:after,div.admonition>.admonition-title:after{"
+             'content:""!important;font:inherit!important;background-color:currentColor;'
+             "-webkit-mask:var(--grpo-icon) center/contain no-repeat;"
+             "mask:var(--grpo-icon) center/contain no-repeat}"]
+    for kind, name in ADMONITION_ICONS.items():
+        if ("fas", name) not in icons:
+            continue
+        width, height, path = icons[("fas", name)]
+        svg = (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}">'
+               f'<path d="{path}"/></svg>')
+        sel = "".join(f".{c}" for c in ("admonition", kind) if c)
+        rules.append(f"{sel}>.admonition-title:after,div{sel}>.admonition-title:after"
+                     f'{{--grpo-icon:url("data:image/svg+xml,{quote(svg)}")}}')
+    return "/* written by docs/sphinx_ext/book_weight.py */\n" + "\n".join(rules) + "\n"
+
+
+def link_icon_css(page: str) -> str:
+    """Link _static/grpo-icons.css right after grpo.css (same relative prefix), once."""
+    if ICON_CSS in page:
+        return page
+    grpo_css = r'(<link rel="stylesheet" type="text/css" href="([^"]*)_static/grpo\.css[^"]*" />)'
+    return re.sub(grpo_css,
+                  lambda m: m.group(1) + f'\n    <link rel="stylesheet" type="text/css" '
+                  f'href="{m.group(2)}_static/{ICON_CSS}" />', page, count=1)
 
 
 def png_size(data: bytes) -> tuple[int, int] | None:
@@ -170,12 +210,14 @@ def lighten_pages(app, exc) -> None:
     out = Path(app.outdir)
     kit = out / "_static" / "scripts" / "fontawesome.js"
     icons = read_icons(kit.read_text(encoding="utf-8")) if kit.is_file() else {}
+    (out / "_static" / ICON_CSS).write_text(admonition_css(icons), encoding="utf-8")
     missing, sized, pages = set(), 0, 0
     for path in sorted(out.rglob("*.html")):
         page = path.read_text(encoding="utf-8")
         new, lost = inline_icons(page, icons)
         missing.update(lost)
         new = lighten_head(new, search_page=path.relative_to(out).as_posix() == "search.html")
+        new = link_icon_css(new)
         new, n = size_images(new, path.parent)
         sized += n
         if new != page:
