@@ -29,7 +29,7 @@ def pytest_configure(config):
 
 # --- the longest files first. pytest-xdist's `--dist loadfile` hands out whole files in
 # collection order (pyproject.toml turns off its default reordering, which puts the files with the
-# most tests first, whatever they cost): with the longest first, the short ones fill the two
+# most tests first, whatever they cost): with the longest first, the short ones fill the
 # workers' tails. The order comes from the previous run's times (the pytest cache,
 # .pytest_cache/); without them, notebooks first, then the unit tests, each in name order. ---
 _CACHE_KEY = "grpo/file_seconds"

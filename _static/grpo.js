@@ -44,8 +44,19 @@ function grpoFocusableScrollers() {
     }
   });
 }
+// Many images load at once (a slider's frames): one check per animation frame, not one per image
+// (each check measures every output box: a full layout of the page).
+var grpoCheckQueued = false;
+function grpoQueueCheck() {
+  if (grpoCheckQueued) { return; }
+  grpoCheckQueued = true;
+  window.requestAnimationFrame(function () {
+    grpoCheckQueued = false;
+    grpoFocusableScrollers();
+  });
+}
 document.querySelectorAll("div.cell_output img").forEach(function (img) {
-  img.addEventListener("load", grpoFocusableScrollers);
+  if (!img.complete) { img.addEventListener("load", grpoQueueCheck); }
 });
 document.addEventListener("input", function () { setTimeout(grpoFocusableScrollers, 0); });
 window.addEventListener("load", grpoFocusableScrollers);

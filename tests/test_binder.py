@@ -7,6 +7,7 @@ only), and launch buttons that open JupyterLab on Binder with Thebe off.
 
 import re
 import shlex
+import sys
 import tomllib
 from pathlib import Path
 
@@ -81,9 +82,12 @@ def test_binder_runs_python_311():
     assert Version("3.11") in SpecifierSet(requires)
 
 
-def test_binder_takes_torch_from_the_cpu_index_as_an_extra_index(binder_reqs):
-    # An *extra* index: PyPI stays the main index for the rest (--index-url would replace it).
-    assert binder_reqs["options"] == [("--extra-index-url", CPU_INDEX)], binder_reqs["options"]
+def test_binder_takes_torch_from_the_cpu_index_as_its_main_index(binder_reqs):
+    # As the README's and CI's torch step: --index-url PyTorch's CPU index; PyPI as the extra one
+    # for the rest (a requirements file has one set of index options for all its lines).
+    assert binder_reqs["options"] == [("--index-url", CPU_INDEX),
+                                      ("--extra-index-url", "https://pypi.org/simple")], (
+        binder_reqs["options"])
     torch = binder_reqs["pins"].get("torch")
     assert torch is not None, "binder/requirements.txt must pin torch (the CPU build)"
     version = exact_version(torch)
@@ -133,17 +137,50 @@ def test_root_pins_every_package_exactly(root_reqs):
 
 
 def test_binder_pins_agree_with_root(binder_reqs, root_reqs):
-    """Every package pinned in binder/ is pinned in the root to the same version (a local label
-    such as '+cpu' aside), and the root's pin accepts binder's: pip merges the two."""
+    """Every package pinned in binder/ is pinned to the same version (a local label such as '+cpu'
+    aside) in constraints.txt, CI's frozen environment, and in the root requirements if it is
+    there; the root's pin accepts binder's: pip merges the two."""
+    frozen = read_requirements(ROOT / "constraints.txt")["pins"]
     for name, req in binder_reqs["pins"].items():
         version = exact_version(req)
         assert version is not None, f"binder/requirements.txt: {req} is not an exact pin"
+        assert name in frozen, f"binder/requirements.txt pins {req}, constraints.txt does not"
+        assert exact_version(frozen[name]).public == version.public, (
+            f"{name}: binder/ pins {version}, constraints.txt {exact_version(frozen[name])}")
         root = root_reqs["pins"].get(name)
-        assert root is not None, f"binder/requirements.txt pins {req}, the root does not pin {name}"
-        assert exact_version(root).public == version.public, (
-            f"{name}: binder/ pins {version}, requirements.txt pins {exact_version(root)}")
-        assert root.specifier.contains(version, prereleases=True), (
-            f"{name}: pip cannot satisfy both {root} (root) and {req} (binder/)")
+        if root is not None:
+            assert root.specifier.contains(version, prereleases=True), (
+                f"{name}: pip cannot satisfy both {root} (root) and {req} (binder/)")
+
+
+@pytest.fixture(scope="module")
+def binder_lock():
+    sys.path.insert(0, str(ROOT / "tools"))
+    import binder_lock
+
+    yield binder_lock
+    sys.path.remove(str(ROOT / "tools"))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads the installed packages of Linux CI")
+def test_binder_resolves_to_the_environment_ci_tests(binder_reqs, binder_lock):
+    """What pip resolves on Binder is what CI tested: the pins are exactly the dependency closure
+    of the reader's packages in CI's venv (installed from requirements + constraints), at its
+    versions, and every pin meets every dependency edge, so pip has nothing left to choose."""
+    versions, edges = binder_lock.closure()
+    expected = {n: v for n, v in versions.items() if n not in binder_lock.INSTALLER_TOOLS}
+    pinned = {n: exact_version(r) for n, r in binder_reqs["pins"].items()}
+    assert set(pinned) == set(expected), (
+        f"missing: {sorted(set(expected) - set(pinned))}, "
+        f"extra: {sorted(set(pinned) - set(expected))}: run tools/binder_lock.py")
+    for name, version in pinned.items():
+        assert version.public == expected[name].public, (name, version, expected[name])
+    for dependent, req in edges:
+        name = canonicalize_name(req.name)
+        if name in pinned:
+            assert req.specifier.contains(pinned[name], prereleases=True), (
+                f"{dependent} requires {req}; binder/ pins {name}=={pinned[name]}")
+    assert binder_lock.main(["--check"]) == 0  # and the file is the tool's, byte for byte
 
 
 def test_the_package_accepts_every_pinned_version(binder_reqs, root_reqs):

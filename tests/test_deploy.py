@@ -7,6 +7,7 @@ only part of the stack and failed on `No module named 'PIL'`) fails them.
 """
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,7 +104,84 @@ def test_pages_permissions_only_on_the_deploy_job(workflow):
 
 
 def test_a_deployment_in_flight_is_never_cancelled(workflow):
-    assert workflow["concurrency"]["cancel-in-progress"] is False
+    for job in workflow["jobs"].values():
+        if any(uses(s).startswith(DEPLOY) for s in job["steps"]):
+            assert job["concurrency"]["cancel-in-progress"] is False
+            assert job["concurrency"]["group"] == "pages"
+    # the run-level group cancels an older run of the same pull request, never a run on main
+    cancel = workflow["concurrency"]["cancel-in-progress"]
+    assert cancel is False or cancel == "${{ github.event_name == 'pull_request' }}", cancel
+    assert "github.ref" in workflow["concurrency"]["group"]
+
+
+def triggers(workflow) -> dict:
+    return workflow.get("on", workflow.get(True))  # YAML 1.1 reads the key `on` as True
+
+
+def test_pull_requests_run_ci_but_never_deploy(workflow):
+    on = triggers(workflow)
+    assert "pull_request" in on and on["push"]["branches"] == ["main"], on
+    name, ci = ci_job(workflow)
+    assert "if" not in ci, "CI runs for every trigger, pull requests included"
+    (deploy,) = [job for job in workflow["jobs"].values()
+                 if any(uses(s).startswith(DEPLOY) for s in job["steps"])]
+    condition = deploy.get("if", "")
+    assert "github.event_name != 'pull_request'" in condition, condition
+    assert "github.ref == 'refs/heads/main'" in condition, condition
+
+
+def test_ci_has_a_time_limit_and_keeps_pips_cache(workflow):
+    _, job = ci_job(workflow)
+    assert isinstance(job.get("timeout-minutes"), int) and job["timeout-minutes"] >= 30
+    steps = job["steps"]
+    i = next(k for k, s in enumerate(steps) if s.get("run", "").strip() == "bash .ci/run")
+    caches = [s for s in steps[:i] if uses(s).startswith("actions/cache@")]
+    assert len(caches) == 1, "pip's cache is restored before .ci/run"
+    assert caches[0]["with"]["path"] == job["env"]["PIP_CACHE_DIR"]
+    key = caches[0]["with"]["key"]
+    assert "hashFiles('requirements.txt', 'constraints.txt')" in key, key
+
+
+def test_the_build_learns_the_repository_and_site_it_is_deployed_from(workflow):
+    _, job = ci_job(workflow)
+    assert job["env"]["BOOK_REPOSITORY"] == "${{ github.repository }}"
+    assert "github.io" in job["env"]["BOOK_SITE_URL"]
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    assert "book_repository" in config["sphinx"]["local_extensions"]
+
+
+@pytest.fixture
+def book_repository():
+    import importlib
+
+    sys.path.insert(0, str(ROOT / "docs" / "sphinx_ext"))
+    try:
+        yield importlib.import_module("book_repository")
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "sphinx_ext"))
+
+
+class FakeConfig:
+    def __init__(self, url):
+        self.html_theme_options = {"repository_url": url}
+        self.html_baseurl = ""
+
+
+def test_a_build_for_another_repository_fails_and_says_what_to_change(book_repository):
+    from sphinx.errors import ConfigError
+
+    config = FakeConfig("https://github.com/grpo-book/grpo-for-programmers")
+    env = {"BOOK_REPOSITORY": "alice/grpo-fork"}
+    with pytest.raises(ConfigError, match="alice/grpo-fork.*--refresh-first-cell"):
+        book_repository.check_repository(config, env)
+    env = {"BOOK_REPOSITORY": "GRPO-book/grpo-for-programmers",
+           "BOOK_SITE_URL": "https://grpo-book.github.io/grpo-for-programmers"}
+    assert "as _config.yml names" in book_repository.check_repository(config, env)
+    assert config.html_baseurl == "https://grpo-book.github.io/grpo-for-programmers/"
+    assert "not set" in book_repository.check_repository(FakeConfig(
+        "https://github.com/a/b"), {})  # a local build: says so, fails nothing
+    with pytest.raises(ConfigError):
+        book_repository.check_repository(FakeConfig("https://example.org/a/b"), {})
 
 
 def test_ci_takes_torch_alone_from_the_cpu_index(workflow):

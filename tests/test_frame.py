@@ -17,11 +17,13 @@ BOOK = ROOT / "book"
 # The README's set-up commands; .ci/run runs the test command exactly as written. torch comes
 # alone from PyTorch's CPU index (--index-url: that index for torch only, never for the rest,
 # and a blocked host fails fast: 2 retries, 15 s timeout), then the rest from the default index.
+# each line but the last ends with `&&`: pasted as a block, it stops at the first failure (if the
+# torch line fails, the next would install PyPI's 2.5 GB CUDA torch)
 INSTALL_AND_BUILD = [
-    "python3.11 -m venv .venv",
+    "python3.11 -m venv .venv &&",
     ".venv/bin/pip install --retries 2 --timeout 15 --no-deps torch==2.13.0"
-    " --index-url https://download.pytorch.org/whl/cpu",
-    ".venv/bin/pip install -r requirements.txt -c constraints.txt",
+    " --index-url https://download.pytorch.org/whl/cpu &&",
+    ".venv/bin/pip install -r requirements.txt -c constraints.txt &&",
     ".venv/bin/jupyter-book build . -W -n --keep-going",
 ]
 TEST_COMMAND = ".venv/bin/python -m pytest"
@@ -125,6 +127,7 @@ def test_readme_holds_the_two_setup_commands_and_ci_runs_the_test_command():
     i = lines.index(INSTALL_AND_BUILD[0])
     assert lines[i:i + len(INSTALL_AND_BUILD)] == INSTALL_AND_BUILD
     assert lines[i - 1] == "```bash" and lines[i + len(INSTALL_AND_BUILD)] == "```"
+    assert all(line.endswith(" &&") for line in INSTALL_AND_BUILD[:-1])
     pins = (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
     torch_pin = next(p for p in pins if p.startswith("torch=="))
     assert f" {torch_pin} " in INSTALL_AND_BUILD[1]  # the README installs the pinned torch
@@ -192,13 +195,17 @@ def test_run_notebooks_fails_loudly_and_leaves_a_broken_notebook_untouched(
 
 def test_every_notebook_starts_with_the_colab_install_cell(run_notebooks):
     """Colab opens one notebook without the repository: its first cell installs grpo_core when it
-    is missing. tools/run_notebooks.py inserts and refreshes that cell; the page never shows it."""
-    expected = run_notebooks.colab_cell_source()
+    is missing. tools/run_notebooks.py inserts and refreshes that cell; the page never shows it.
+    It names the notebook's own check cells (their hashes) as they are now: after editing a check
+    cell, `tools/run_notebooks.py --refresh-first-cell` brings it up to date."""
     for path in sorted(BOOK.glob("*.ipynb")):
-        first = nbformat.read(path, as_version=4).cells[0]
+        nb = nbformat.read(path, as_version=4)
+        first = nb.cells[0]
         assert first.get("id") == run_notebooks.COLAB_CELL_ID, (
             f"{path.name}: regenerate it with tools/run_notebooks.py (adds the Colab cell)")
-        assert first.cell_type == "code" and first.source == expected, path.name
+        expected = run_notebooks.colab_cell_source(run_notebooks.book_checks(nb))
+        assert first.cell_type == "code" and first.source == expected, (
+            f"{path.name}: stale first cell: tools/run_notebooks.py --refresh-first-cell")
         assert "remove-cell" in first.metadata.get("tags", []), path.name
         assert first.get("outputs") == [], f"{path.name}: the install cell printed something"
 
@@ -206,9 +213,11 @@ def test_every_notebook_starts_with_the_colab_install_cell(run_notebooks):
 def test_colab_cell_installs_this_repository_without_dependencies(run_notebooks):
     repo = load_yaml("_config.yml")["repository"]
     source = run_notebooks.colab_cell_source()
-    assert f'"grpo-core @ git+{repo["url"]}@{repo["branch"]}"' in source
+    assert f'"git+{repo["url"]}@{repo["branch"]}"' in source
+    assert 'f"grpo-core @ {source}"' in source
     assert 'if importlib.util.find_spec("grpo_core") is None:' in source
-    assert "--no-deps" in source
+    assert "--no-deps" in source and "--quiet" in source
+    assert "%pip" not in source.replace("%{command}", "")  # %pip prints a restart note
 
 
 def test_refresh_first_cell_rewrites_that_cell_alone_and_runs_nothing(
@@ -224,7 +233,7 @@ def test_refresh_first_cell_rewrites_that_cell_alone_and_runs_nothing(
 
     assert run_notebooks.main(["--refresh-first-cell", str(path)]) == 0
     after = nbformat.read(path, as_version=4)
-    assert after.cells[0].source == run_notebooks.colab_cell_source()
+    assert after.cells[0].source == run_notebooks.colab_cell_source()  # no assert: no checks
     assert after.cells[0].metadata == {"tags": ["remove-cell"]}
     assert after.cells[1:] == before.cells[1:]
     assert after.metadata == before.metadata

@@ -12,7 +12,8 @@ every `file:` entry), checks that:
   hidden frames of the sliders (images from other hosts, such as a badge, are counted apart: the
   check blocks other hosts);
 - every image of the book has alt text that is not a file name;
-- no JavaScript exception is thrown (apart from a short, commented allowlist of offline noise);
+- no JavaScript exception is thrown and nothing is logged with console.error (apart from a short,
+  commented allowlist of offline noise);
 - no file of the book itself (a request to the local server) is missing;
 - ids are unique on the page;
 - no raw TeX (`\\(`, `\\[`, `$$`, or any command such as `\\frac` or `\\lambda`) is visible outside
@@ -846,11 +847,18 @@ def run(book: Path, html: Path, shots: Path, update_docs: bool, width: int = 128
                     stack = (getattr(exc, "stack", "") or "").strip().splitlines()
                     errors.append(message + (f" [{stack[1].strip()}]" if len(stack) > 1 else ""))
 
+            def on_console(msg) -> None:  # console.error fails the page too (the same allowlist)
+                if msg.type == "error":
+                    where = msg.location or {}
+                    on_error(f"console.error: {msg.text} [{where.get('url', '')}:"
+                             f"{where.get('lineNumber', '')}]")
+
             def on_response(resp) -> None:
                 if resp.url.startswith(base) and resp.status >= 400:
                     bad_requests.append(f"{resp.url[len(base):]} (HTTP {resp.status})")
 
             page.on("pageerror", on_error)
+            page.on("console", on_console)
             page.on("response", on_response)
             for name in pages:
                 notebook = (book / f"{name}.ipynb").is_file()

@@ -3,7 +3,9 @@ print each page's weight.
 
     python tools/check_build.py [_build/html]
 
-Exit status 1, with the missing pages listed, if any page is missing, or if a page's own weight
+Exit status 1, with the missing pages listed, if any page is missing, if a page loads a file that
+docs/sphinx_ext/book_weight.py keeps off it (HEAVY: the FontAwesome kit anywhere, the search index
+outside the search page...), or if a page's own weight
 (its HTML gzipped at level 6, as GitHub Pages serves text, plus its `_images/` files) exceeds
 PAGE_BUDGET. The theme and MathJax assets, shared by every page and cached after the first, are
 printed once.
@@ -81,6 +83,25 @@ def print_weights(html: Path, entries: list[str]) -> list[str]:
     return over
 
 
+# What docs/sphinx_ext/book_weight.py keeps off the pages: (file name, the only page that may load
+# it, or None for none). The FontAwesome kit is 530 KB gzipped; the search index loads where the
+# search runs; MathJax's combined file carries a 430 KB menu.
+HEAVY = [("fontawesome.js", None), ("searchindex.js", "search.html"),
+         ("searchtools.js", "search.html"), ("tex-chtml.js", None), ("sphinx-thebe.js", None)]
+
+
+def heavy_assets(html: Path) -> list[str]:
+    """Pages that load a file of HEAVY they should not, as "page: file"."""
+    found = []
+    for page in sorted(html.rglob("*.html")):
+        scripts = re.findall(r'<script\b[^>]*\bsrc="([^"?]+)', page.read_text(encoding="utf-8"))
+        for name, allowed in HEAVY:
+            rel = page.relative_to(html).as_posix()
+            if rel != allowed and any(s.rsplit("/", 1)[-1] == name for s in scripts):
+                found.append(f"{rel}: {name}")
+    return found
+
+
 def main(argv: list[str]) -> int:
     html = Path(argv[0]) if argv else ROOT / "_build" / "html"
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
@@ -94,8 +115,14 @@ def main(argv: list[str]) -> int:
     if over:
         print(f"{len(over)} page(s) over {PAGE_BUDGET} bytes compressed: {', '.join(over)}",
               file=sys.stderr)
+    heavy = heavy_assets(html)
+    if heavy:
+        print(f"{len(heavy)} page(s) load what docs/sphinx_ext/book_weight.py drops: "
+              + ", ".join(heavy[:10]), file=sys.stderr)
     if missing:
         print(f"{len(missing)} page(s) missing from {html}: {', '.join(missing)}", file=sys.stderr)
+        return 1
+    if heavy:
         return 1
     print(f"all {len(entries)} _toc.yml entries have a page in {html}")
     return 1 if over else 0

@@ -80,16 +80,63 @@ def ensure_cell_ids(nb) -> None:
 COLAB_CELL_ID = "colab-install"
 
 
-def colab_cell_source() -> str:
-    """The guarded first cell, silent everywhere: sets torch's AVX2 kernels and one thread (the
-    tests' conditions, DETERMINISTIC_ENV) before torch is imported, and installs grpo_core from
-    the repository (_config.yml's url and branch) when it is not importable, as in Colab, which
-    opens one notebook alone; where it is installed (a local venv, Binder, the tests) it
-    installs nothing."""
+def book_checks(nb) -> list[str]:
+    """The hashes (grpo_core.notebook.cell_hash) of the notebook's own check cells: every code
+    cell but the first whose source holds an ``assert`` statement, sorted. The first cell hands
+    them to grpo_core.notebook.tolerate_differences, so that outside the tests a failing check in
+    one of these cells prints a note, and an assert in any other cell (a reader's) stays one."""
+    import ast
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    from grpo_core.notebook import cell_hash
+
+    found = set()
+    for cell in nb.cells:
+        if cell.cell_type != "code" or cell.get("id") == COLAB_CELL_ID:
+            continue
+        try:
+            tree = ast.parse(TransformerManager().transform_cell(cell.source))
+        except SyntaxError:
+            continue  # a cell that does not parse runs no assert either
+        if any(isinstance(node, ast.Assert) for node in ast.walk(tree)):
+            found.add(cell_hash(cell.source))
+    return sorted(found)
+
+
+def _set_literal(items: list[str], indent: int = 4, width: int = 100) -> str:
+    """``{"a", "b", ...}`` wrapped at `width`, one item more per line than fits never."""
+    if not items:
+        return "set()"
+    lines, line = [], " " * indent
+    for item in items:
+        word = f'"{item}", '
+        if len(line) + len(word.rstrip()) > width:
+            lines.append(line.rstrip())
+            line = " " * indent
+        line += word
+    lines.append(line.rstrip())
+    return "{\n" + "\n".join(lines) + "\n}"
+
+
+def repository_url() -> str:
+    """The book's repository (_config.yml's url and branch) as pip's VCS address: the one place
+    the address is set; the deploy workflow checks it against the repository it deploys from
+    (docs/sphinx_ext/book_repository.py)."""
     import yaml
 
     repo = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]
-    url = f"git+{repo['url'].rstrip('/')}@{repo['branch']}"
+    return f"git+{repo['url'].rstrip('/')}@{repo['branch']}"
+
+
+def colab_cell_source(checks: list[str] = ()) -> str:
+    """The guarded first cell, silent where it succeeds: sets torch's AVX2 kernels and one thread
+    (the tests' conditions, DETERMINISTIC_ENV) before torch is imported; installs grpo_core when
+    it is not importable (Colab opens one notebook alone): from the clone the notebook sits in
+    (book/ of a checkout), else from the repository of _config.yml, and if pip fails it stops
+    with one message (what failed, the command to run), so no later cell runs; then it makes the
+    book's own checks (`checks`: book_checks of the notebook) print a note outside the tests."""
+    url = repository_url()
     return (
         "# The conditions the book's outputs were computed and tested under, set before torch is\n"
         "# imported: torch's AVX2 kernels (on an AVX-512 CPU its default kernels round the 4th\n"
@@ -100,23 +147,44 @@ def colab_cell_source() -> str:
         'os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")\n'
         'os.environ.setdefault("OMP_NUM_THREADS", "1")\n'
         "\n"
-        "# Colab, or any Python without this book's package: install grpo_core from the\n"
-        "# repository. --no-deps keeps the runtime's own numpy, torch, matplotlib, ipywidgets.\n"
+        "# Colab, or any Python without this book's package: install grpo_core, quietly, from the\n"
+        "# clone this notebook sits in, else from the book's repository. --no-deps keeps the\n"
+        "# runtime's own numpy, torch, matplotlib. If pip fails, stop here with one message.\n"
         "import importlib\n"
         "import importlib.util\n"
+        "import subprocess\n"
+        "import sys\n"
+        "from pathlib import Path\n"
         "\n"
         'if importlib.util.find_spec("grpo_core") is None:\n'
-        f'    %pip install --quiet --no-deps "grpo-core @ {url}"\n'
+        "    clone = Path.cwd().parent  # a chapter runs in book/\n"
+        '    source = (clone.as_uri() if (clone / "grpo_core" / "notebook.py").is_file()\n'
+        f'              else "{url}")\n'
+        '    pip = ["pip", "install", "--quiet", "--no-deps", f"grpo-core @ {source}"]\n'
+        '    done = subprocess.run([sys.executable, "-m", *pip], capture_output=True, text=True)\n'
+        "    if done.returncode != 0:\n"
+        "        class InstallFailed(Exception):\n"
+        "            def _render_traceback_(self):  # IPython shows this message, no traceback\n"
+        "                return [str(self)]\n"
+        "\n"
+        "        said = [ln for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]\n"
+        '        command = " ".join(pip[:-1] + [repr(pip[-1])])\n'
+        '        raise InstallFailed("\\n".join([\n'
+        "            \"This chapter needs the book's package grpo_core; installing it failed:\",\n"
+        '            f"    {command}", *("  | " + ln for ln in said[-4:]),\n'
+        '            "Fix the cause (no network?) and run this cell again, or run in a cell:",\n'
+        '            f"    %{command}"])) from None\n'
         "    importlib.invalidate_caches()\n"
         "\n"
-        "# Outside the tests, a check of a stored number that another numpy/torch/CPU rounds\n"
-        "# differently prints a note instead of stopping the chapter (grpo_core/notebook.py).\n"
+        "# Outside the tests, a failing check of a stored number in one of this chapter's own\n"
+        "# check cells (listed by their source's hash) prints a note instead of stopping the\n"
+        "# chapter: another numpy/torch/CPU can round differently. Any other assert stays one.\n"
         "import torch\n"
         "\n"
         "import grpo_core.notebook\n"
         "\n"
         "torch.set_num_threads(1)\n"
-        "grpo_core.notebook.tolerate_differences()"
+        f"grpo_core.notebook.tolerate_differences({_set_literal(list(checks))})"
     )
 
 
@@ -131,7 +199,7 @@ def ensure_colab_cell(nb) -> None:
         nb.cells.remove(cell)
     else:
         cell = nbformat.v4.new_code_cell(id=COLAB_CELL_ID)
-    cell.source = colab_cell_source()
+    cell.source = colab_cell_source(book_checks(nb))
     cell.metadata = {"tags": ["remove-cell"]}
     nb.cells.insert(0, cell)
 
