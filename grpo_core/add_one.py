@@ -40,7 +40,7 @@ def make_tokenizer() -> PreTrainedTokenizerFast:
 
 
 def prompt(n: int) -> str:
-    """``409`` -> ``"4 0 9 ="``."""
+    """``409`` -> ``"4 0 9 ="``. Chapter 18."""
     return " ".join(str(n)) + " ="
 
 
@@ -93,7 +93,8 @@ def grpo_dataset(numbers: Sequence[int], tokenizer: PreTrainedTokenizerFast) -> 
 
 
 def answer_ids(numbers: Sequence[int], tokenizer: PreTrainedTokenizerFast) -> list[list[int]]:
-    """Each number's answer as token ids, EOS included: ``409`` -> ``[4, 1, 0, 11]``."""
+    """Each number's answer as token ids, EOS included: ``409`` -> ``[4, 1, 0, 11]``.
+    Chapter 18."""
     return [tokenizer(answer(n))["input_ids"] + [tokenizer.eos_token_id] for n in numbers]
 
 
