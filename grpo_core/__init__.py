@@ -18,6 +18,8 @@ Modules, one concept each:
     exact       true gradient, expected reward, exact KL, exact moments (chapters 1, 2, 6)
     kl          k1/k2/k3: exact expected values and gradients, the k3 optimum (chapter 12)
     tiny_lm     a tiny transformer trained with grpo_loss: sort three digits (chapter 15)
+    own_task    a task of your own in TRL: warm start, positions check and fix, evaluation (ch. 18)
+    add_one     chapter 18's task: add one to a number (tokenizer, data, reward)
     exercises   checkers for the readers' "implement it" exercises  (every chapter)
     viz         the book's two-form sliders and plotting helpers      (every chapter)
 

@@ -518,3 +518,24 @@ def check_trl_reward(user_fn: Callable) -> bool:
     return check(user_fn, reference, _trl_reward_trials(), name="trl reward",
                  hint="compare completion_ids[:4] with the prompt's digits sorted, then 11: "
                       "the decoded text has no <eos>, so a text check also passes '1 2 3 4 5'")
+
+
+# --- chapter 18 (your own task) ---
+
+def check_generate_positions(user_fn: Callable) -> bool:
+    """Chapter 18: ``user_fn(attention_mask (B, L) long) -> (B, L)``, the ``position_ids``
+    ``model.generate`` gives a left-padded batch: each real token numbered from 0, pads 0;
+    compared with :func:`grpo_core.own_task.generate_positions` on random left-padded masks
+    (a row without padding included)."""
+    from .own_task import generate_positions
+
+    g = torch.Generator().manual_seed(18)
+    trials = []
+    for B, L in ((4, 5), (8, 9), (1, 3)):
+        pads = torch.randint(0, L, (B,), generator=g)
+        pads[0] = 0  # one row is the longest prompt: no padding
+        trials.append((((torch.arange(L)[None, :] >= pads[:, None]).long(),), {}))
+    return check(user_fn, generate_positions, trials, name="generate_positions", rtol=0, atol=0,
+                 nudge="a real token's position counts the real tokens before it",
+                 hint="a cumulative sum of the mask along the sequence, minus one, with the "
+                      "pads (where that gives -1) set to 0")

@@ -66,6 +66,7 @@ _AFTER = re.compile("|".join(f"(?:{p})" for p in INPUT_AFTER.values()))
 # Inputs wherever they appear, each with its reason.
 INPUTS = {
     "1.16": "the TRL version the book cites (TRL 1.16.0)",
+    "5.25": "the transformers version the book cites (transformers 5.25.0)",
     "100": "a round count or offset chosen by the text (100 steps, batches, 'add 100')",
 }
 
