@@ -502,6 +502,32 @@ def show_source(obj: Any):
     return Markdown(f"```python\n{inspect.getsource(obj).rstrip()}\n```")
 
 
+def show_script(path: str | os.PathLike, *names: str):
+    """Top-level definitions of a script file (functions, classes, assignments such as a table of
+    settings, each with the comment lines just above it), by name, as one highlighted code block,
+    read from the file without running it: a script that imports TRL is shown without importing
+    TRL. Raises KeyError for a name the file does not define. Chapter 19."""
+    import ast
+
+    from IPython.display import Markdown
+
+    text = open(path, encoding="utf-8").read()
+    lines = text.splitlines()
+    found = {}
+    for node in ast.parse(text).body:
+        targets = ([t.id for t in node.targets if isinstance(t, ast.Name)]
+                   if isinstance(node, ast.Assign) else [getattr(node, "name", None)])
+        for name in set(targets) & set(names):
+            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+            while first > 1 and lines[first - 2].lstrip().startswith("#"):
+                first -= 1  # the comment block that introduces it
+            found[name] = "\n".join(lines[first - 1:node.end_lineno])
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise KeyError(f"{path} defines no {', '.join(missing)}")
+    return Markdown("```python\n" + "\n\n\n".join(found[n] for n in names) + "\n```")
+
+
 class Table:
     """A small result table in two forms: aligned plain text (``repr``, what a terminal and the
     stored-output checks see) and an HTML ``<table>`` that wraps to the page's column (what the

@@ -1,6 +1,7 @@
 """The capstone's tiny transformer (chapter 15): task, model, sampler, and that GRPO trains it."""
 
 import copy
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -217,3 +218,13 @@ def test_completion_mask_checker_accepts_the_solution_and_rejects_off_by_one(cap
 
 def test_decode():
     assert T.decode(torch.tensor([3, 1, 2, T.SEP, 1, 2, 3, T.EOS])) == "3 1 2 = 1 2 3 <eos>"
+
+
+def test_the_stored_warm_start_is_warm_start_0(warm):
+    """book/data/warm_start_seed0.pt, the starting checkpoint chapter 19's script loads on every
+    rank, is this function's warm start of seed 0 (regenerate it with torch.save(
+    T.warm_start(0, train_prompts=TRAIN).state_dict(), path) if warm_start changes)."""
+    path = Path(__file__).resolve().parent.parent / "book" / "data" / "warm_start_seed0.pt"
+    stored = torch.load(path, weights_only=True)
+    assert stored.keys() == warm.state_dict().keys()
+    assert all(torch.equal(stored[name], p) for name, p in warm.state_dict().items())

@@ -38,7 +38,7 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 PYPI = "https://pypi.org/simple"
 # What a reader's kernel imports: the book's package needs the first four, chapter 16 trl, Jupyter
 # ipykernel. grpo_core itself is installed by binder/postBuild (--no-deps), after the copy.
-READER_PACKAGES = ("torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "trl")
+READER_PACKAGES = ("torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "trl", "peft")
 # pip's own tools: `pip freeze` (constraints.txt) leaves them out, and the environment has them;
 # torch's `setuptools>=77.0.3` stays a requirement pip meets with whatever version satisfies it
 INSTALLER_TOOLS = {"pip", "setuptools", "wheel"}
