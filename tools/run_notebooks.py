@@ -8,18 +8,19 @@ This is the only way stored outputs are made: never by hand, never by saving fro
 
 Each notebook runs top to bottom in a fresh kernel of the current interpreter, with the
 notebook's folder (book/) as working directory, under the same conditions as the tests
-(see conftest.py): one OpenMP/MKL thread, a fixed hash seed and torch's AVX2 kernels, so seeded
-results are bit-identical from run to run, and across x86_64 machines with and without AVX-512.
+(see conftest.py): one OpenMP/MKL thread, a fixed hash seed, and in torch, MKL, numpy and
+OpenBLAS the code path every x86-64 CPU with AVX2 runs alike (DETERMINISTIC_ENV), so seeded results
+are bit-identical from run to run, and on Intel and AMD CPUs with and without AVX-512.
 
 Widget state is NOT stored, and any stored `widgets` metadata is removed: a widget restored
 without a kernel is a slider that moves and changes nothing. The static page shows the
 kernel-free text/html twin of each slider instead (see nb_mime_priority_overrides in
 _config.yml); in Jupyter/Binder the cells are run again and the live widgets appear.
 
-Each notebook gets (or has refreshed) a first cell, tagged `remove-cell`, that sets torch's AVX2
-kernels and one thread before torch is imported (the conditions above), and installs grpo_core
-from the repository when it is not importable (Colab opens a single notebook without the
-repository); elsewhere it installs nothing and prints nothing. Outside the tests (no
+Each notebook gets (or has refreshed) a first cell, tagged `remove-cell`, that sets those CPU
+code paths and one thread before numpy and torch are imported (the conditions above), and
+installs grpo_core from the repository when it is not importable (Colab opens a single notebook
+without the repository); elsewhere it installs nothing and prints nothing. Outside the tests (no
 GRPO_BOOK_STRICT in the environment) it also makes later checks of stored numbers print a note
 instead of raising (grpo_core/notebook.py).
 
@@ -48,10 +49,22 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # (it reads it from here). Kernels inherit the parent's environment.
 DETERMINISTIC_ENV = {
     "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-    # torch picks its CPU kernels by instruction set: on a CPU with AVX-512 its default kernels
-    # round differently from the AVX2 ones, and 300 training steps carry that into the 4th printed
-    # decimal (chapters 4, 6 and 9 differed on an AMD EPYC with AVX-512). AVX2 everywhere.
+    # Every library the book computes with picks its code path by CPU at run time, and a different
+    # path rounds differently; 300 training steps can carry one rounding into a printed digit.
+    # Each is pinned to a path every x86-64 CPU with AVX2 and FMA runs alike, Intel or AMD, and
+    # the variables must be set before numpy or torch is imported (every kernel inherits them).
+    # torch's own kernels: AVX2, not AVX-512 (chapters 4, 6 and 9 differed on an AMD EPYC with
+    # AVX-512 under the default ones).
     "ATEN_CPU_CAPABILITY": "avx2",
+    # torch's MKL (matmul; exp, log and sqrt of a tensor): by default Intel CPUs get MKL's AVX2 or
+    # AVX-512 code and other CPUs a generic SSE2 path, which round differently. COMPATIBLE is
+    # that generic path, and the only branch MKL offers on non-Intel CPUs.
+    "MKL_CBWR": "COMPATIBLE",
+    # numpy's SIMD loops: X86_V3 (AVX2, FMA), not its AVX-512 ones (exp and log of float64 among
+    # them; np.lib.introspect.opt_func_info() shows the loop each ufunc runs)
+    "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
+    # numpy's OpenBLAS (@, np.dot): its Haswell (AVX2) kernels, not SkylakeX (AVX-512) ones
+    "OPENBLAS_CORETYPE": "Haswell",
     "GRPO_BOOK_STRICT": "1",  # the checks of stored numbers stay strict
 }
 
@@ -81,24 +94,31 @@ COLAB_CELL_ID = "colab-install"
 
 
 def colab_cell_source() -> str:
-    """The guarded first cell, silent everywhere: sets torch's AVX2 kernels and one thread (the
-    tests' conditions, DETERMINISTIC_ENV) before torch is imported, and installs grpo_core from
-    the repository (_config.yml's url and branch) when it is not importable, as in Colab, which
-    opens one notebook alone; where it is installed (a local venv, Binder, the tests) it
-    installs nothing."""
+    """The guarded first cell, silent everywhere: sets one thread and the CPU code paths (the
+    tests' conditions, DETERMINISTIC_ENV) before numpy and torch are imported, and installs
+    grpo_core from the repository (_config.yml's url and branch) when it is not importable, as in
+    Colab, which opens one notebook alone; where it is installed (a local venv, Binder, the
+    tests) it installs nothing."""
     import yaml
 
     repo = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]
     url = f"git+{repo['url'].rstrip('/')}@{repo['branch']}"
     return (
-        "# The conditions the book's outputs were computed and tested under, set before torch is\n"
-        "# imported: torch's AVX2 kernels (on an AVX-512 CPU its default kernels round the 4th\n"
-        "# decimal of long training runs differently) and one thread (this small model gains\n"
-        "# nothing from more, and on a busy machine two threads ran 13-24x slower than one).\n"
+        "# The conditions the book's outputs were computed and tested under, set before numpy\n"
+        "# and torch are imported: one thread (this small model gains nothing from more, and on a\n"
+        "# busy machine two threads ran 13-24x slower than one) and, in every library, the code\n"
+        "# path that Intel and AMD CPUs with AVX2 run alike (on an AVX-512 CPU the default paths\n"
+        "# round differently, and long training runs can carry that into a printed digit).\n"
         "import os\n"
+        "from pathlib import Path\n"
         "\n"
-        'os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")\n'
         'os.environ.setdefault("OMP_NUM_THREADS", "1")\n'
+        'os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")  # torch\'s kernels\n'
+        'os.environ.setdefault("MKL_CBWR", "COMPATIBLE")  # torch\'s MKL\n'
+        'os.environ.setdefault("NPY_DISABLE_CPU_FEATURES", "X86_V4 AVX512_ICL AVX512_SPR")\n'
+        'cpuinfo = Path("/proc/cpuinfo")  # Linux; elsewhere OpenBLAS keeps its own choice\n'
+        'if cpuinfo.exists() and "avx2" in cpuinfo.read_text().split():  # (AVX2 CPUs only)\n'
+        '    os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")  # numpy\'s OpenBLAS\n'
         "\n"
         "# Colab, or any Python without this book's package: install grpo_core from the\n"
         "# repository. --no-deps keeps the runtime's own numpy, torch, matplotlib, ipywidgets.\n"
