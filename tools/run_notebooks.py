@@ -115,10 +115,12 @@ def colab_cell_source() -> str:
         'os.environ.setdefault("OMP_NUM_THREADS", "1")\n'
         'os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")  # torch\'s kernels\n'
         'os.environ.setdefault("MKL_CBWR", "COMPATIBLE")  # torch\'s MKL\n'
+        "# numpy's SIMD loops: X86_V3 (AVX2 and FMA), not its AVX-512 ones\n"
         'os.environ.setdefault("NPY_DISABLE_CPU_FEATURES", "X86_V4 AVX512_ICL AVX512_SPR")\n'
-        'cpuinfo = Path("/proc/cpuinfo")  # Linux; elsewhere OpenBLAS keeps its own choice\n'
-        'if cpuinfo.exists() and "avx2" in cpuinfo.read_text().split():  # (AVX2 CPUs only)\n'
-        '    os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")  # numpy\'s OpenBLAS\n'
+        "# numpy's OpenBLAS: its AVX2 kernels, on Linux with an AVX2 CPU (elsewhere, its choice)\n"
+        'if Path("/proc/cpuinfo").exists()'
+        ' and "avx2" in Path("/proc/cpuinfo").read_text().split():\n'
+        '    os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")\n'
         "\n"
         "# Colab, or any Python without this book's package: install grpo_core from the\n"
         "# repository. --no-deps keeps the runtime's own numpy, torch, matplotlib, ipywidgets.\n"
