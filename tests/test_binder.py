@@ -246,9 +246,9 @@ def test_constraints_freeze_agrees_with_the_pins(root_reqs):
             f"{name}: requirements.txt {req}, constraints.txt {frozen['pins'][name]}")
 
 
-def test_binder_start_gives_every_kernel_one_thread_and_avx2_kernels():
-    """binder/start (repo2docker's entrypoint hook) exports the tests' thread count and torch
-    kernels, then runs the server it was given: run it here on `env`."""
+def test_binder_start_gives_every_kernel_one_thread_and_the_pinned_cpu_paths():
+    """binder/start (repo2docker's entrypoint hook) exports the tests' thread count and CPU code
+    paths, then runs the server it was given: run it here on `env`."""
     import os
     import subprocess
     import sys
@@ -258,7 +258,8 @@ def test_binder_start_gives_every_kernel_one_thread_and_avx2_kernels():
 
     start = BINDER / "start"
     assert start.stat().st_mode & 0o111, "binder/start must be executable"
-    keys = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILITY")
+    keys = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILITY", "MKL_CBWR",
+            "NPY_DISABLE_CPU_FEATURES", "OPENBLAS_CORETYPE")
     env = {k: v for k, v in os.environ.items() if k not in keys}
     out = subprocess.run([str(start), "env"], env=env, capture_output=True, text=True,
                          check=True, timeout=30).stdout

@@ -95,3 +95,16 @@ def test_control_characters_in_notebook_sources_are_found(bc, tmp_path):
 def test_the_books_sources_have_no_control_characters(bc):
     toc = bc.yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     assert bc.source_control_chars(ROOT, bc.toc_files(toc)) == []
+
+
+def test_a_display_equation_must_fit_its_box_at_desktop_width(bc):
+    # measures as JS_WIDE returns them (CSS px), in an 824 px column
+    fits = {"width": 700, "box": 780, "content": 780, "what": "eq-fits: a = b"}
+    in_box = {"width": 790, "box": 780, "content": 790, "what": "eq-scrolls: (1.10)"}
+    too_wide = {"width": 900, "box": 780, "content": 900, "what": "eq-wide"}
+    assert bc.equation_failures([fits], 824) == []
+    assert bc.equation_failures([{**fits, "content": 781}], 824) == []  # a rounding pixel
+    [msg] = bc.equation_failures([fits, in_box], 824)
+    assert "scrolls in its box" in msg and "790 px" in msg and "eq-scrolls" in msg
+    [msg] = bc.equation_failures([too_wide], 824)
+    assert "900 px wide in a 824 px column" in msg

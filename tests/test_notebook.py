@@ -113,31 +113,3 @@ def test_torch_runs_its_avx2_kernels_not_avx512():
     import torch
 
     assert torch.backends.cpu.get_cpu_capability() in ("AVX2", "DEFAULT")
-
-
-def test_the_first_cell_gives_a_readers_kernel_the_tests_threads_and_kernels(
-        tmp_path, run_notebooks):
-    """Run the chapters' hidden first cell (as IPython turns it into Python) in a fresh
-    interpreter WITHOUT the tests' environment: torch must come up with AVX2 kernels (on this
-    AVX-512 machine its default is AVX512) and one thread, and the cell must print nothing."""
-    import subprocess
-
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    cell = TransformerManager().transform_cell(run_notebooks.colab_cell_source(["0" * 16]))
-    script = tmp_path / "first_cell.py"
-    script.write_text(
-        "import contextlib, io, sys\nbuf = io.StringIO()\n"
-        f"with contextlib.redirect_stdout(buf):\n    exec(compile({cell!r}, 'cell', 'exec'))\n"
-        "import torch\n"
-        "print(repr(buf.getvalue()), torch.get_num_threads(),"
-        " torch.backends.cpu.get_cpu_capability())\n",
-        encoding="utf-8",
-    )
-    drop = {"ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", "MKL_NUM_THREADS", notebook.STRICT_ENV}
-    env = {k: v for k, v in os.environ.items() if k not in drop}
-    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
-                         check=True, timeout=120).stdout.split()
-    assert out[0] == "''"  # silent
-    assert out[1] == "1"
-    assert out[2] in ("AVX2", "DEFAULT")  # DEFAULT: a CPU without AVX2

@@ -31,8 +31,9 @@ every `file:` entry), checks that:
 
 At every width it also checks the layout: the page does not scroll sideways, and no display
 equation is wider than the column without scrolling inside its box (a clipped equation). At
-desktop width (above 640 px) no display equation and no table may be wider than the article's
-column at all. At phone
+desktop width (above 640 px) no table may be wider than the article's column at all, and no
+display equation, as MathJax typeset it, wider than its box (the column less the equation
+number): it must fit without scrolling. At phone
 width (`--width` 640 or less) every figure must be shown at 90% of its pixel size or more (scaled to
 a 360 px column, a figure's text is 3-5 px high; _static/grpo.css shows it at its own size in an
 output box that scrolls sideways), a tap on the page's widest figure wider than its box must fit
@@ -220,8 +221,11 @@ JS_MATH_ERRORS = r"""() => Array.from(document.querySelectorAll("mjx-merror")).m
   tex: ((e.closest("mjx-container") || {}).getAttribute
         ? (e.closest("mjx-container").getAttribute("aria-label") || "") : "").slice(0, 80)}))"""
 
-# In the page: display equations and tables (markdown tables and tables in outputs) wider than the
-# article's column. At desktop width nothing should need to scroll sideways to be read.
+# In the page: tables (markdown tables and tables in outputs) and code blocks wider than the
+# article's column, and every visible display equation's size once MathJax has typeset it (its
+# typeset width, and its box's width and scroll width: the box is narrower than the column by the
+# equation number), for equation_failures. At desktop width nothing should need to scroll sideways
+# to be read.
 JS_WIDE = r"""() => {
   const scope = document.querySelector("article") || document.querySelector("main")
     || document.body;
@@ -229,13 +233,14 @@ JS_WIDE = r"""() => {
   const wide = [];
   const describe = (el) => (el.id || (el.closest("[id]") || {}).id || "")
     + ": " + (el.textContent || "").replace(/\s+/g, " ").trim().slice(0, 50);
+  const equations = [];
   scope.querySelectorAll("div.math mjx-math, mjx-container[display='true'] mjx-math")
     .forEach((m) => {
-      const w = m.getBoundingClientRect().width;
-      if (w > column + 1 && m.checkVisibility()) {
-        wide.push({kind: "display equation", width: w, column: column, what: describe(m.closest(
-          "div.math, mjx-container"))});
-      }
+      const c = m.closest("mjx-container");
+      if (!m.checkVisibility()) { return; }
+      equations.push({width: m.getBoundingClientRect().width, box: c.clientWidth,
+                      content: c.scrollWidth,
+                      what: describe(m.closest("div.math, mjx-container"))});
     });
   scope.querySelectorAll("table").forEach((t) => {
     const w = Math.max(t.scrollWidth, t.getBoundingClientRect().width);
@@ -250,7 +255,7 @@ JS_WIDE = r"""() => {
                  what: describe(p)});
     }
   });
-  return wide;
+  return {column: column, wide: wide, equations: equations};
 }"""
 
 JS_DUPLICATE_IDS = """() => {
@@ -458,12 +463,32 @@ def check_math_errors(page, result: PageResult) -> None:
         result.fail(f"MathJax error on the page: {err['text']!r} in {err['tex']!r}")
 
 
+def equation_failures(equations: list[dict], column: float) -> list[str]:
+    """At desktop width, what is wrong with each display equation as MathJax typeset it
+    (JS_WIDE's measures, CSS px): wider than the article's ``column``, or its content
+    (``content``, the box's scroll width) wider than its ``box``, which is the column less the
+    equation number. Either way a reader scrolls inside the box to read it."""
+    failures = []
+    for eq in equations:
+        if eq["width"] > column + 1:
+            failures.append(f"display equation {eq['width']:.0f} px wide in a {column:.0f} px "
+                            f"column ({eq['what']})")
+        elif eq["content"] > eq["box"] + 1:
+            failures.append(f"display equation scrolls in its box: {eq['content']:.0f} px of "
+                            f"content in a {eq['box']:.0f} px box ({eq['what']})")
+    return failures
+
+
 def check_width(page, result: PageResult) -> None:
-    """At desktop width: no display equation, table or code block wider than the article's
-    column (to read it a reader would scroll sideways, or it is cut off)."""
-    for w in page.evaluate(JS_WIDE):
+    """At desktop width: no display equation wider than its box or the article's column, no
+    table or code block wider than the column (to read it a reader would scroll sideways, or it
+    is cut off)."""
+    found = page.evaluate(JS_WIDE)
+    for w in found["wide"]:
         result.fail(f"{w['kind']} {w['width']:.0f} px wide in a {w['column']} px column "
                     f"({w['what']})")
+    for failure in equation_failures(found["equations"], found["column"]):
+        result.fail(failure)
 
 
 # A control character in a notebook's source (other than tab, newline, carriage return) is always

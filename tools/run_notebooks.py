@@ -8,18 +8,19 @@ This is the only way stored outputs are made: never by hand, never by saving fro
 
 Each notebook runs top to bottom in a fresh kernel of the current interpreter, with the
 notebook's folder (book/) as working directory, under the same conditions as the tests
-(see conftest.py): one OpenMP/MKL thread, a fixed hash seed and torch's AVX2 kernels, so seeded
-results are bit-identical from run to run, and across x86_64 machines with and without AVX-512.
+(see conftest.py): one OpenMP/MKL thread, a fixed hash seed, and in torch, MKL, numpy and
+OpenBLAS the code path every x86-64 CPU with AVX2 runs alike (DETERMINISTIC_ENV), so seeded results
+are bit-identical from run to run, and on Intel and AMD CPUs with and without AVX-512.
 
 Widget state is NOT stored, and any stored `widgets` metadata is removed: a widget restored
 without a kernel is a slider that moves and changes nothing. The static page shows the
 kernel-free text/html twin of each slider instead (see nb_mime_priority_overrides in
 _config.yml); in Jupyter/Binder the cells are run again and the live widgets appear.
 
-Each notebook gets (or has refreshed) a first cell, tagged `remove-cell`, that sets torch's AVX2
-kernels and one thread before torch is imported (the conditions above), and installs grpo_core
-from the repository when it is not importable (Colab opens a single notebook without the
-repository); elsewhere it installs nothing and prints nothing. Outside the tests (no
+Each notebook gets (or has refreshed) a first cell, tagged `remove-cell`, that sets those CPU
+code paths and one thread before numpy and torch are imported (the conditions above), and
+installs grpo_core from the repository when it is not importable (Colab opens a single notebook
+without the repository); elsewhere it installs nothing and prints nothing. Outside the tests (no
 GRPO_BOOK_STRICT in the environment) it also makes later checks of stored numbers print a note
 instead of raising (grpo_core/notebook.py).
 
@@ -48,10 +49,22 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # (it reads it from here). Kernels inherit the parent's environment.
 DETERMINISTIC_ENV = {
     "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-    # torch picks its CPU kernels by instruction set: on a CPU with AVX-512 its default kernels
-    # round differently from the AVX2 ones, and 300 training steps carry that into the 4th printed
-    # decimal (chapters 4, 6 and 9 differed on an AMD EPYC with AVX-512). AVX2 everywhere.
+    # Every library the book computes with picks its code path by CPU at run time, and a different
+    # path rounds differently; 300 training steps can carry one rounding into a printed digit.
+    # Each is pinned to a path every x86-64 CPU with AVX2 and FMA runs alike, Intel or AMD, and
+    # the variables must be set before numpy or torch is imported (every kernel inherits them).
+    # torch's own kernels: AVX2, not AVX-512 (chapters 4, 6 and 9 differed on an AMD EPYC with
+    # AVX-512 under the default ones).
     "ATEN_CPU_CAPABILITY": "avx2",
+    # torch's MKL (matmul; exp, log and sqrt of a tensor): by default Intel CPUs get MKL's AVX2 or
+    # AVX-512 code and other CPUs a generic SSE2 path, which round differently. COMPATIBLE is
+    # that generic path, and the only branch MKL offers on non-Intel CPUs.
+    "MKL_CBWR": "COMPATIBLE",
+    # numpy's SIMD loops: X86_V3 (AVX2, FMA), not its AVX-512 ones (exp and log of float64 among
+    # them; np.lib.introspect.opt_func_info() shows the loop each ufunc runs)
+    "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
+    # numpy's OpenBLAS (@, np.dot): its Haswell (AVX2) kernels, not SkylakeX (AVX-512) ones
+    "OPENBLAS_CORETYPE": "Haswell",
     "GRPO_BOOK_STRICT": "1",  # the checks of stored numbers stay strict
 }
 
@@ -130,22 +143,31 @@ def repository_url() -> str:
 
 
 def colab_cell_source(checks: list[str] = ()) -> str:
-    """The guarded first cell, silent where it succeeds: sets torch's AVX2 kernels and one thread
-    (the tests' conditions, DETERMINISTIC_ENV) before torch is imported; installs grpo_core when
-    it is not importable (Colab opens one notebook alone): from the clone the notebook sits in
-    (book/ of a checkout), else from the repository of _config.yml, and if pip fails it stops
-    with one message (what failed, the command to run), so no later cell runs; then it makes the
+    """The guarded first cell, silent where it succeeds: sets one thread and the CPU code paths
+    (the tests' conditions, DETERMINISTIC_ENV) before numpy and torch are imported; installs
+    grpo_core when it is not importable (Colab opens one notebook alone): from the clone the
+    notebook sits in (book/ of a checkout), else from the repository of _config.yml, and if pip
+    fails it stops with one message (what failed, the command to run), so no later cell runs; then it makes the
     book's own checks (`checks`: book_checks of the notebook) print a note outside the tests."""
     url = repository_url()
     return (
-        "# The conditions the book's outputs were computed and tested under, set before torch is\n"
-        "# imported: torch's AVX2 kernels (on an AVX-512 CPU its default kernels round the 4th\n"
-        "# decimal of long training runs differently) and one thread (this small model gains\n"
-        "# nothing from more, and on a busy machine two threads ran 13-24x slower than one).\n"
+        "# The conditions the book's outputs were computed and tested under, set before numpy\n"
+        "# and torch are imported: one thread (this small model gains nothing from more, and on a\n"
+        "# busy machine two threads ran 13-24x slower than one) and, in every library, the code\n"
+        "# path that Intel and AMD CPUs with AVX2 run alike (on an AVX-512 CPU the default paths\n"
+        "# round differently, and long training runs can carry that into a printed digit).\n"
         "import os\n"
+        "from pathlib import Path\n"
         "\n"
-        'os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")\n'
         'os.environ.setdefault("OMP_NUM_THREADS", "1")\n'
+        'os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")  # torch\'s kernels\n'
+        'os.environ.setdefault("MKL_CBWR", "COMPATIBLE")  # torch\'s MKL\n'
+        "# numpy's SIMD loops: X86_V3 (AVX2 and FMA), not its AVX-512 ones\n"
+        'os.environ.setdefault("NPY_DISABLE_CPU_FEATURES", "X86_V4 AVX512_ICL AVX512_SPR")\n'
+        "# numpy's OpenBLAS: its AVX2 kernels, on Linux with an AVX2 CPU (elsewhere, its choice)\n"
+        'if Path("/proc/cpuinfo").exists()'
+        ' and "avx2" in Path("/proc/cpuinfo").read_text().split():\n'
+        '    os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")\n'
         "\n"
         "# Colab, or any Python without this book's package: install grpo_core, quietly, from the\n"
         "# clone this notebook sits in, else from the book's repository. --no-deps keeps the\n"
@@ -154,7 +176,6 @@ def colab_cell_source(checks: list[str] = ()) -> str:
         "import importlib.util\n"
         "import subprocess\n"
         "import sys\n"
-        "from pathlib import Path\n"
         "\n"
         'if importlib.util.find_spec("grpo_core") is None:\n'
         "    clone = Path.cwd().parent  # a chapter runs in book/\n"
