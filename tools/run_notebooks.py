@@ -147,8 +147,9 @@ def colab_cell_source(checks: list[str] = ()) -> str:
     (the tests' conditions, DETERMINISTIC_ENV) before numpy and torch are imported; installs
     grpo_core when it is not importable (Colab opens one notebook alone): from the clone the
     notebook sits in (book/ of a checkout), else from the repository of _config.yml, and if pip
-    fails it stops with one message (what failed, the command to run), so no later cell runs; then it makes the
-    book's own checks (`checks`: book_checks of the notebook) print a note outside the tests."""
+    fails it stops with one message (what failed, the command to run), so no later cell runs;
+    then it makes the book's own checks (`checks`: book_checks of the notebook) print a note
+    outside the tests."""
     url = repository_url()
     return (
         "# The conditions the book's outputs were computed and tested under, set before numpy\n"
