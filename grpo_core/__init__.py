@@ -10,7 +10,11 @@ Modules, one concept each:
     baselines   advantages: group / leave-one-out / batch / critic baselines (chapters 2, 3, 7)
     binary      0/1 verifier rewards: dead groups, GRPO's weight      (chapter 11)
     critic      the value network GRPO deletes                        (chapter 4)
-    loss        the GRPO loss as practised (TRL 1.16), TRL's advantages (chapters 10-13)
+    loss        the GRPO loss as practised (TRL 1.16), one registry entry per loss type,
+                TRL's advantages and metrics                         (chapters 10-13, 17)
+    update      grpo_update: the optimiser steps on one batch, shared by every loop (chapter 10)
+    config      GRPOConfig: every knob, TRL's names; each loop's contract (chapters 9, 15)
+    optim       Adam, written out (torch's, without importing torch._dynamo) (chapter 4)
     sequences   token sequences: length, the loss_types' weights, overlong (chapter 13)
     shared      prompts sharing weights: per-prompt weights, pass@k    (chapter 14)
     training    batched GRPO training, KL in the loss or the reward   (chapters 4-9)
@@ -18,6 +22,8 @@ Modules, one concept each:
     exact       true gradient, expected reward, exact KL, exact moments (chapters 1, 2, 6)
     kl          k1/k2/k3: exact expected values and gradients, the k3 optimum (chapter 12)
     tiny_lm     a tiny transformer trained with grpo_loss: sort three digits (chapter 15)
+    trl_bridge  the transformer in TRL's GRPOTrainer, checked against the book (chapter 16)
+    beyond      TRL's other loss types and knobs, several rewards (chapter 17)
     exercises   checkers for the readers' "implement it" exercises  (every chapter)
     viz         the book's two-form sliders and plotting helpers      (every chapter)
 

@@ -20,7 +20,7 @@ import torch
 
 from . import sequences as sq
 from ._validate import check_choice, check_int
-from .config import LOSS_FIELDS, loop_config
+from .config import LOSS_FIELDS, GRPOConfig, loop_config
 from .loss import (
     ALL_LOSS_TYPES,
     REGISTRY,
@@ -41,7 +41,7 @@ _PER_RUN = LOSS_FIELDS | {"use_vllm", "vllm_importance_sampling_mode",
 
 
 def exact_update_on_policy(world: sq.SequenceWorld, logits: torch.Tensor, G: int,
-                           loss_type: str = "dapo", *, epsilon: float = 0.2,
+                           loss_type: str = "dapo", *, epsilon: float = GRPOConfig.epsilon,
                            epsilon_high: float | None = None) -> torch.Tensor:
     """The exact expected update ``(P, V+1)`` of one group of G at mu = 1 for any of the eight
     loss types: ``on_policy_factor`` times the exact update of ``on_policy_as``
