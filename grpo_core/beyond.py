@@ -104,16 +104,15 @@ def train_knobs(world: sq.SequenceWorld, seeds: Iterable[int], runs: Sequence[Ma
                             c.vllm_importance_sampling_clip_max),)
         groups.setdefault(key, []).extend(range(k * S, (k + 1) * S))
     blocks = [(torch.tensor(j), cfgs[j[0] // S]) for j in groups.values()]
-    entropies = any(c.top_entropy_quantile < 1 or c.entropy_coef != 0 for c in cfgs)
     gens = [torch.Generator().manual_seed(s) for s in seeds * len(runs)]
     theta = world.ref_logits.expand(R, -1, -1).clone().requires_grad_(True)
     opt = Adam([theta], lr=cfg.learning_rate, betas=(0.9, cfg.adam_beta2))
     past = [theta.detach().clone()] * (lag + 1)  # the sampler's policies, oldest first
     r_all, ref_lp = torch.from_numpy(sq.rewards(world)), sq.token_logps(world, world.ref_logits)
 
-    def forward(idx):  # (R, B, L) log pi of the sampled tokens, and their entropies if needed
-        logp = sq.token_logps(world, theta, idx)
-        return logp, {"entropies": sq.prefix_entropy(world, theta, idx)} if entropies else None
+    def forward(idx):  # (R, B, L) log pi of the sampled tokens, and TRL's entropies
+        return sq.token_logps(world, theta, idx), {"entropies": sq.prefix_entropy(world, theta,
+                                                                                  idx)}
 
     history, activity, kept = [], np.zeros((R, cfg.max_steps)), np.ones((R, cfg.max_steps))
     for step in range(cfg.max_steps + 1):

@@ -394,8 +394,8 @@ def loop_config(loop: str, knobs: Mapping) -> GRPOConfig:
     """The :class:`GRPOConfig` of a run of ``loop`` (a key of :data:`LOOPS`): ``knobs`` over the
     loop's preset. Raises TypeError for a name that is no field, and ValueError, naming the
     field and the loop, for a field the loop does not read set away from its default, for
-    per-run values it does not take, and for ``max_steps`` < 1 (the book's loops count
-    generation batches). Chapter 9."""
+    per-run values it does not take, and for ``max_steps`` < 0 (the book's loops count
+    generation batches; 0 returns the start). Chapter 9."""
     contract = LOOPS[loop]
     unknown = set(knobs) - set(_DEFAULTS)
     if unknown:
@@ -405,7 +405,7 @@ def loop_config(loop: str, knobs: Mapping) -> GRPOConfig:
     for name in PER_RUN:
         if name not in contract.per_run and isinstance(getattr(cfg, name), tuple | list):
             raise ValueError(f"{name}: one value for all runs of {loop}")
-    check_int(cfg.max_steps, "max_steps", 1)
+    check_int(cfg.max_steps, "max_steps", 0)
     return cfg
 
 

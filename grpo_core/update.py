@@ -77,22 +77,19 @@ def grpo_update(forward: Callable[[], tuple[torch.Tensor, Any]], adv: torch.Tens
     """
     blocks = [(None, loss_kwargs)] if isinstance(loss_kwargs, dict) else loss_kwargs
     spg, n_steps = steps_per_generation, num_iterations * steps_per_generation
-    size, whole = mask.shape[-2] // spg, {}  # completions per mini-batch
+    size = mask.shape[-2] // spg  # completions per mini-batch
     if mask.shape[-2] % spg or (spg > 1 and add_terms is not None):
         raise ValueError(f"steps_per_generation ({spg}) must divide the batch "
                          f"({mask.shape[-2]}), and be 1 with add_terms")
-    if spg > 1:  # TRL's "dapo" normaliser counts the tokens of the whole generation batch
-        whole = {"num_items_in_batch": mask.sum((-2, -1)).clamp(min=1.0),
-                 "steps_per_generation": spg}
-        if old_logp is None:  # pi_old: the policy that sampled, before the first step
-            with torch.no_grad():
-                old_logp = forward()[0]
+    # TRL's "dapo" normaliser counts the real tokens of the whole generation batch
+    whole = {"num_items_in_batch": mask.sum((-2, -1)).clamp(min=1.0),
+             "steps_per_generation": spg}
     logs: dict = {}
     for _ in range(num_iterations):
         for s in range(spg):  # disjoint mini-batches, one optimiser step each
-            rows = slice(s * size, (s + 1) * size) if spg > 1 else None
-            logp, extras = forward()
-            if old_logp is None:  # mu steps on the whole batch: the first pass is pi_old
+            rows = slice(s * size, (s + 1) * size)
+            logp, extras = forward()  # the whole batch's log-probs
+            if old_logp is None:  # the first pass, before any step: pi_old for all the steps
                 old_logp = logp.detach()
             entropies = extras.get("entropies") if isinstance(extras, dict) else None
             total = 0.0
@@ -129,7 +126,7 @@ def _log(logs: dict, name: str, value, runs: torch.Tensor | None, shape: tuple) 
     """Add one step's ``value`` of metric ``name`` to ``logs``: a float, or an array over the
     runs ``shape`` whose runs without the metric (another loss type) stay NaN."""
     if runs is None:
-        logs[name] = logs.get(name, 0.0 if not shape else np.zeros(shape)) + value
+        logs[name] = logs.get(name, 0.0) + value
         return
     out = logs.setdefault(name, np.full(shape, np.nan))
     idx = runs.numpy()

@@ -209,3 +209,51 @@ def test_sapo_exercise_checker_accepts_the_solution_and_rejects_one_temperature(
     assert gc.exercises.check_sapo_surrogate(solution)
     assert not gc.exercises.check_sapo_surrogate(
         lambda r, a, tp, tn: -4 / tp * torch.sigmoid(tp * (r - 1)) * a)
+
+
+def test_gspos_recipe_is_a_hand_loop_of_disjoint_mini_batches():
+    """steps_per_generation=4 with 2 answers per mini-batch: the group of 8 is shuffled with the
+    run's generator (TRL's shuffle_sequence_dict), cut into 4, one Adam step on each against the
+    sampler's pi_old, "grpo" averaging each mini-batch; the default record_every is 10."""
+    LIVE = gc.make_sequence_world(2, 3)  # noqa: N806  pass rate 0.17: live groups
+    gspo = dict(loss_type="grpo", importance_sampling_level="sequence", epsilon=3e-4,
+                epsilon_high=4e-4)
+    out = bd.train_knobs(LIVE, [2], [gspo], max_steps=3, learning_rate=0.3,
+                         steps_per_generation=4, per_device_train_batch_size=2)
+    assert out["steps"].tolist() == [0, 3] and out["activity"].shape == (1, 3)
+    theta = LIVE.ref_logits[None].clone().requires_grad_(True)
+    opt, gen, act = torch.optim.Adam([theta], lr=0.3), torch.Generator().manual_seed(2), []
+    for _ in range(3):
+        b = sq.sample_batch(LIVE, theta.detach().clone(), 8, [gen])
+        adv = torch.from_numpy(gc.trl_advantages(sq.rewards(LIVE)[b.idx.numpy()], 8))
+        order = torch.randperm(8, generator=gen)
+        idx, adv, old = b.idx[:, order], adv[:, order], b.logp.detach()[:, order]
+        mask = LIVE.mask[idx]
+        clipped = 0.0
+        for s in range(4):
+            r = slice(2 * s, 2 * s + 2)
+            loss, info = gc.grpo_loss(sq.token_logps(LIVE, theta, idx)[:, r], old[:, r], None,
+                                      adv[:, r], mask[:, r], return_info=True,
+                                      num_items_in_batch=mask.sum((-2, -1)),
+                                      steps_per_generation=4, **gspo)
+            clipped += info["clip_ratio/region_mean"] / 4
+            opt.zero_grad()
+            loss.sum().backward()
+            opt.step()
+        act.append(float(clipped[0]))
+    torch.testing.assert_close(out["logits"], theta.detach(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(out["activity"][0], act, rtol=1e-12)
+    assert max(act) > 0
+
+
+def test_runs_differing_only_in_vllms_mode_or_the_bonus_train_apart():
+    """Runs whose settings differ only in vLLM's mode (or that set only the entropy bonus) get
+    their own grpo_loss call: each equals its lone run."""
+    runs = [dict(use_vllm=True), dict(use_vllm=True, vllm_importance_sampling_mode="token_mask",
+                                      vllm_importance_sampling_clip_max=1.1),
+            dict(entropy_coef=0.2)]
+    kw = dict(max_steps=4, sampler_lag=2, learning_rate=0.3, record_every=4)
+    both = bd.train_knobs(WORLD, [6], runs, **kw)
+    for k, run in enumerate(runs):
+        assert torch.equal(both["logits"][k], bd.train_knobs(WORLD, [6], [run], **kw)["logits"][0])
+    assert not torch.equal(both["logits"][0], both["logits"][1])

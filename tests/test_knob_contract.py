@@ -166,8 +166,10 @@ def test_loop_config_names_unknown_fields_per_run_values_and_short_runs():
         C.loop_config("train_grpo", {"lr": 0.1})
     with pytest.raises(ValueError, match="loss_type: one value for all runs of train_batch"):
         C.loop_config("train_batch", {"loss_type": ("dapo", "grpo")})
-    with pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
-        C.loop_config("train_sequences", {"max_steps": 0})
+    with pytest.raises(ValueError, match="max_steps must be an integer >= 0"):
+        C.loop_config("train_sequences", {"max_steps": -1})  # TRL's -1: epochs
+    start = gc.train_sequences(SEQ, [0], max_steps=0)  # 0 steps: the start
+    assert start["steps"].tolist() == [0] and torch.equal(start["logits"][0], SEQ.ref_logits)
     cfg = C.loop_config("train_sequences", {"loss_type": ("dapo", "grpo")})  # its per-run knob
     assert cfg.values("loss_type") == ["dapo", "grpo"] and cfg.learning_rate == 0.02
     assert C.PER_RUN == tuple(dict.fromkeys(n for loop in C.LOOPS.values() for n in loop.per_run))

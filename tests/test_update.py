@@ -244,3 +244,31 @@ def test_each_block_logs_its_loss_types_metrics_others_are_nan():
     assert np.isnan(info["clip_ratio/region_mean"][[1, 3]]).all()
     assert (info["cispo_clip_ratio"][[1, 3]] > 0).all()  # ratio 1 > epsilon_high 0.2 where A > 0
     assert not np.isnan(info["clip_ratio/low_mean"][[0, 2]]).any()
+
+
+def test_one_forward_per_step_and_trls_token_count_for_a_nearly_empty_batch():
+    """pi_old is the first pass's log-probs (no extra forward: mu x spg calls); the whole batch's
+    token count, clamped at 1 as TRL does, normalises "dapo" (SGD shows the scale Adam hides)."""
+    theta, tok, adv, mask, _ = _batch(R=2, B=4, seed=7)
+    calls = []
+    p = theta.clone().requires_grad_(True)
+
+    def forward():
+        calls.append(1)
+        return _logp(p, tok), None
+
+    gc.grpo_update(forward, adv, mask, Adam([p], lr=0.1), num_iterations=3, loss_kwargs={},
+                   steps_per_generation=2)
+    assert len(calls) == 6
+    one = torch.zeros_like(mask)
+    one[:, 0, 0] = 1.0  # one real token in each run's batch, in the first mini-batch
+    ours = theta.clone().requires_grad_(True)
+    gc.grpo_update(lambda: (_logp(ours, tok), None), adv, one, torch.optim.SGD([ours], lr=0.5),
+                   num_iterations=1, loss_kwargs={}, steps_per_generation=2)
+    hand = theta.clone().requires_grad_(True)
+    loss = -(adv[:, 0] * _logp(hand, tok)[:, 0, 0]).sum() * 2  # / (1 token / 2 mini-batches)
+    loss.backward()
+    torch.testing.assert_close(ours, theta - 0.5 * hand.grad, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="be 1 with add_terms"):
+        gc.grpo_update(forward, adv, mask, Adam([p], lr=0.1), num_iterations=1,
+                       loss_kwargs={}, steps_per_generation=2, add_terms=lambda loss, *a: loss)

@@ -76,7 +76,7 @@ CASES = [
     (lambda: gc.train_batch(REW, EMB, REF, [rng()], learning_rate=-1.0), ValueError,
      ["learning_rate", "> 0"]),
     (lambda: gc.train_batch(REW, EMB, REF, [rng()], max_steps=-1), ValueError,
-     ["max_steps", ">= 1"]),
+     ["max_steps", ">= 0"]),
     (lambda: gc.train_batch(REW, EMB, REF, [rng()], kind="critic"), ValueError,
      ["kind", "'group'", "'batch'", "'none'"]),
     (lambda: gc.train_batch(nan_at(REW), EMB, REF, [rng()]), ValueError, ["rewards", "finite"]),
