@@ -81,9 +81,8 @@ def grpo_update(forward: Callable[[], tuple[torch.Tensor, Any]], adv: torch.Tens
     if mask.shape[-2] % spg or (spg > 1 and add_terms is not None):
         raise ValueError(f"steps_per_generation ({spg}) must divide the batch "
                          f"({mask.shape[-2]}), and be 1 with add_terms")
-    # TRL's "dapo" normaliser counts the real tokens of the whole generation batch
-    whole = {"num_items_in_batch": mask.sum((-2, -1)).clamp(min=1.0),
-             "steps_per_generation": spg}
+    whole = {} if spg == 1 else {  # TRL's "dapo" normaliser: the whole batch's real tokens
+        "num_items_in_batch": mask.sum((-2, -1)).clamp(min=1.0), "steps_per_generation": spg}
     logs: dict = {}
     for _ in range(num_iterations):
         for s in range(spg):  # disjoint mini-batches, one optimiser step each
@@ -94,11 +93,11 @@ def grpo_update(forward: Callable[[], tuple[torch.Tensor, Any]], adv: torch.Tens
             entropies = extras.get("entropies") if isinstance(extras, dict) else None
             total = 0.0
             for runs, kw in blocks:
-                cut = {k: _take(v, None, rows) for k, v in kw.items()}  # the block's tensors
                 out = grpo_loss(*(_take(x, runs, rows) for x in (logp, old_logp, ref_logp)),
                                 _take(adv[..., None], runs, rows)[..., 0],
                                 _take(mask, runs, rows), entropies=_take(entropies, runs, rows),
-                                return_info=metrics, **_take(whole, runs, None), **cut)
+                                return_info=metrics, **_take(whole, runs, None),
+                                **_take(kw, None, rows))  # with the block's own tensors
                 loss, info = out if metrics else (out, {})  # (...,) one loss per run
                 if add_terms is not None:
                     loss = add_terms(loss, logp, old_logp, extras)
