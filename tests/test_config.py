@@ -195,8 +195,13 @@ def test_valid_corners_are_accepted():
                   {"num_generations": 1, "kind": "group", "scale_rewards": None,
                    "per_device_train_batch_size": 1},
                   {"max_completion_length": 1, "ref_model_sync_steps": 1, "num_iterations": 1},
-                  {"use_critic": True}):
+                  {"use_critic": True},
+                  # TRL: only the generation batch holds whole groups (grpo_config.py 1131-1135)
+                  {"per_device_train_batch_size": 2, "steps_per_generation": 4},
+                  {"per_device_train_batch_size": 1, "steps_per_generation": 8}):
         gc.GRPOConfig(**knobs)
+    with pytest.raises(ValueError, match="must divide the generation batch"):
+        gc.GRPOConfig(per_device_train_batch_size=2, steps_per_generation=3)
 
 
 def test_field_table_rows():
