@@ -736,6 +736,7 @@ def test_sapo_gate_share_is_one_minus_the_mean_slope():
     """The book's sapo/gate_share: 1 - mean over real tokens of 4 sigma'(tau (ratio - 1)), the
     gate's slope relative to its on-policy 1 (0 at ratio 1); per sequence for a sequence ratio."""
     b = make_batch(3)
+    b["adv"][:2] = 0.0  # A = 0 takes sapo_temperature_neg, as TRL's where(A > 0, pos, neg)
     for level in ("token", "sequence"):
         _, info = gc.grpo_loss(b["logp"], b["old"], None, b["adv"], b["mask"], loss_type="sapo",
                                importance_sampling_level=level, sapo_temperature_pos=2.0,
@@ -750,3 +751,14 @@ def test_sapo_gate_share_is_one_minus_the_mean_slope():
         _, on = gc.grpo_loss(b["logp"], None, None, b["adv"], b["mask"], loss_type="sapo",
                              importance_sampling_level=level, return_info=True)
         assert on["sapo/gate_share"] == 0.0
+
+
+def test_cispo_clip_ratio_counts_ratios_strictly_above_the_cap():
+    """TRL's (coef_1 > epsilon_high) & (A > 0): on-policy the ratio is exactly 1, so a cap of 1
+    clips nothing and a cap below 1 clips every token with A > 0."""
+    b = make_batch(4)
+    for cap, want in ((1.0, 0.0), (0.5, float((b["mask"] * (b["adv"] > 0)[:, None]).sum()
+                                             / b["mask"].sum()))):
+        _, info = gc.grpo_loss(b["logp"], None, None, b["adv"], b["mask"], loss_type="cispo",
+                               epsilon_high=cap, return_info=True)
+        assert info["cispo_clip_ratio"] == pytest.approx(want, abs=1e-15) and want < 1
