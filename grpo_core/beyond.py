@@ -1,12 +1,14 @@
 """TRL 1.16's eight loss types and its other knobs, trained in chapter 13's sequence world.
 
-The mechanism is :func:`grpo_core.grpo_loss`; this module only runs it. :func:`train_knobs`
-trains many runs at once, each with its own ``grpo_loss`` keywords (loss type, clip bounds,
-entropy mask, entropy bonus, off-policy mask, vLLM weight), optionally from a *stale* sampler
-(the policy of ``sampler_lag`` steps ago, as in asynchronous RL). :func:`exact_update_on_policy`
-gives the exact expected update of every loss type at mu = 1 from chapter 13's
-:func:`grpo_core.sequences.exact_update`. :func:`train_two_rewards` trains a tabular policy with
-two reward functions combined by :func:`grpo_core.loss.trl_rewards`. Taught in chapter 17.
+The mechanism is :func:`grpo_core.grpo_loss`, and every optimiser step is
+:func:`grpo_core.grpo_update`'s; this module only runs them. :func:`train_knobs` trains many runs
+at once, each with its own :class:`grpo_core.GRPOConfig` loss knobs (loss type, clip bounds,
+entropy mask, entropy bonus, off-policy mask, vLLM's weight), optionally from a *stale* sampler
+(the policy of ``sampler_lag`` steps ago, as in asynchronous RL, standing in for vLLM).
+:func:`exact_update_on_policy` gives the exact expected update of every loss type at mu = 1 from
+chapter 13's :func:`grpo_core.sequences.exact_update`. :func:`train_two_rewards` trains a tabular
+policy with several reward functions combined by :func:`grpo_core.loss.trl_rewards`. Taught in
+chapter 17.
 """
 
 from __future__ import annotations
@@ -18,165 +20,140 @@ import torch
 
 from . import sequences as sq
 from ._validate import check_choice, check_int
+from .config import LOSS_FIELDS, GRPOConfig, loop_config
 from .loss import (
     ALL_LOSS_TYPES,
-    gamma_weights,
-    grpo_loss,
-    importance_ratio,
+    REGISTRY,
     off_policy_mask,
     trl_advantages,
     trl_rewards,
     vllm_importance_sampling_ratio,
 )
 from .optim import Adam
+from .update import grpo_update
 
-# What each loss type does with the ratio at mu = 1 (ratio 1, on-policy): which of chapter
-# 13's four averages it is, and the factor on it. TRL 1.16 grpo_trainer.py 3109-3184.
-ON_POLICY_AS = {"grpo": ("grpo", 1.0), "bnpo": ("dapo", 1.0), "dapo": ("dapo", 1.0),
-                "dr_grpo": ("dr_grpo", 1.0), "sapo": ("grpo", 1.0), "vespo": ("dapo", 1.0),
-                "cispo": ("dapo", None), "luspo": ("dr_grpo", None)}
+# TRL's metric of how much each loss type's clip or gate acts (sapo's is the book's: TRL logs
+# nothing for it), one per loss type in loss.REGISTRY's metrics
+ACTIVITY = ("clip_ratio/region_mean", "cispo_clip_ratio", "sapo/gate_share", "vespo/phi_seq_mean")
+# what a run of train_knobs may set for itself; everything else is one value for all runs
+_PER_RUN = LOSS_FIELDS | {"use_vllm", "vllm_importance_sampling_mode",
+                          "vllm_importance_sampling_clip_max", "vllm_importance_sampling_clip_min"}
 
 
 def exact_update_on_policy(world: sq.SequenceWorld, logits: torch.Tensor, G: int,
-                           loss_type: str = "dapo", *, epsilon: float = 0.2,
+                           loss_type: str = "dapo", *, epsilon: float = GRPOConfig.epsilon,
                            epsilon_high: float | None = None) -> torch.Tensor:
     """The exact expected update ``(P, V+1)`` of one group of G at mu = 1 for any of the eight
-    loss types. On-policy the ratio is 1 in value, so "sapo"'s gate has slope 1 (its update is
-    "grpo"'s), "vespo"'s gamma weight is phi(1) = 1 ("dapo"'s), "cispo" is "dapo" times
-    min(1, epsilon_high), "luspo" (a sum over each answer's tokens, mean over answers) is
-    "dr_grpo" times ``max_len``. ``tests/test_beyond.py`` checks each identity on sampled batches
-    through ``grpo_loss``'s gradient. Chapter 17."""
+    loss types: ``on_policy_factor`` times the exact update of ``on_policy_as``
+    (:data:`grpo_core.loss.REGISTRY`). On-policy the ratio is 1 in value, so "sapo"'s gate has
+    slope 1 (its update is "grpo"'s), "vespo"'s gamma weight is phi(1) = 1 ("dapo"'s), "cispo"
+    is "dapo" times min(1, epsilon_high), "luspo" (a sum over each answer's tokens, mean over
+    answers) is "dr_grpo" times ``max_len``. ``tests/test_beyond.py`` checks each identity on
+    sampled batches through ``grpo_loss``'s gradient. Chapter 17."""
     check_choice(loss_type, "loss_type", ALL_LOSS_TYPES)
-    base, factor = ON_POLICY_AS[loss_type]
-    if loss_type == "cispo":
-        factor = min(1.0, epsilon if epsilon_high is None else epsilon_high)
-    elif loss_type == "luspo":
-        factor = float(world.max_len)
-    return factor * sq.exact_update(world, logits, G, base)
-
-
-def prefix_entropy(world: sq.SequenceWorld, theta: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """TRL's ``entropies``: the entropy of pi(. | prefix) at each token of the completions
-    ``idx (R, B)``, ``(R, B, L)``, 0 on padding, differentiable in ``theta (R, P, V+1)``."""
-    R, B = idx.shape
-    pre = world.prefix[idx].reshape(R, -1)  # (R, B * L) the prefix each token is drawn at
-    logpi = torch.log_softmax(theta[torch.arange(R).unsqueeze(-1), pre], -1)  # only these rows
-    return -(logpi.exp() * logpi).sum(-1).view(R, B, -1) * world.mask[idx]
-
-
-def gate_activity(loss_type: str, ratio: torch.Tensor, A: torch.Tensor, mask: torch.Tensor,
-                  log_ratio: torch.Tensor, knobs: Mapping) -> torch.Tensor:
-    """Per run ``(...)``, how much the loss type's clip or gate acts, as TRL logs it: for the
-    clip types ``clip_ratio/region_mean``; "cispo" ``cispo_clip_ratio`` (ratio above
-    epsilon_high with A > 0); "vespo" ``vespo/phi_seq_mean``; "sapo" (TRL logs nothing) 1 minus
-    the mean slope of the gate, 4 sigma'(tau (ratio - 1)): the share of the on-policy gradient
-    the gate removes. Token-masked means (per sequence for a sequence-level ratio)."""
-    eps = knobs.get("epsilon", 0.2)
-    eps_high = knobs.get("epsilon_high") or eps
-    if loss_type == "cispo":
-        x = ((ratio > eps_high) & (A > 0)).double()
-    elif loss_type == "sapo":
-        tau = torch.where(A > 0, knobs.get("sapo_temperature_pos", 1.0),
-                          knobs.get("sapo_temperature_neg", 1.05)).double()
-        s = torch.sigmoid(tau * (ratio - 1))
-        x = 1 - 4 * s * (1 - s)
-    elif loss_type == "vespo":
-        x = gamma_weights(A, log_ratio, mask).expand_as(mask)
-    else:
-        x = (((ratio < 1 - eps) & (A < 0)) | ((ratio > 1 + eps_high) & (A > 0))).double()
-    w = mask if x.shape[-1] != 1 else torch.ones_like(x)
-    x = x.expand_as(w)
-    return (x * w).sum((-2, -1)) / w.sum((-2, -1)).clamp(min=1)
+    entry = REGISTRY[loss_type]
+    factor = entry.on_policy_factor(epsilon, epsilon_high, world.max_len)
+    return factor * sq.exact_update(world, logits, G, entry.on_policy_as)
 
 
 def train_knobs(world: sq.SequenceWorld, seeds: Iterable[int], runs: Sequence[Mapping], *,
-                steps: int = 100, G: int = 8, lr: float = 0.1, num_iterations: int = 1,
-                sampler_lag: int = 0, record_every: int = 10) -> dict:
+                sampler_lag: int = 0, record_every: int = 10, **knobs) -> dict:
     """GRPO in the sequence world, ``len(runs) x len(seeds)`` runs at once (run-major: all seeds
-    of ``runs[0]``, then of ``runs[1]``, ...). ``runs[k]`` holds :func:`grpo_core.grpo_loss`
-    keywords (``loss_type``, ``epsilon``, ``top_entropy_quantile``, ``entropy_coef``,
-    ``off_policy_mask_threshold``, ...), and optionally ``vllm_importance_sampling_mode`` (e.g.
-    "sequence_mask": vLLM's weight, :func:`grpo_core.loss.vllm_importance_sampling_ratio` with
-    TRL's default clip_max 3); runs with equal keywords share one ``grpo_loss`` call.
+    of ``runs[0]``, then of ``runs[1]``, ...). ``runs[k]`` holds the :class:`grpo_core.GRPOConfig`
+    fields of run k that ``grpo_loss`` takes (``loss_type``, ``epsilon``,
+    ``top_entropy_quantile``, ``entropy_coef``, ``off_policy_mask_threshold``, ...) and vLLM's
+    (``use_vllm=True``: vLLM's weight :func:`grpo_core.loss.vllm_importance_sampling_ratio`,
+    ``vllm_importance_sampling_mode``, ...); ``knobs`` the others, shared by all runs
+    (``max_steps``, ``learning_rate``, ``num_generations``, ``num_iterations``,
+    ``steps_per_generation``, ...), over ``config.LOOPS["train_knobs"]``'s preset. Runs with
+    equal settings share one ``grpo_loss`` call.
 
-    Each step: sample one group of G per run (``torch.Generator().manual_seed(seed)``) from the
-    policy of ``sampler_lag`` steps ago (0: the current one), TRL's group advantages, then
-    ``num_iterations`` (mu) Adam steps. pi_old is the policy at sampling time in the trainer's
-    hands (the current one), as TRL recomputes it; the sampler's log-probs go to the off-policy
-    mask and to vLLM's weight.
+    Each step: sample a generation batch per run (one group of ``num_generations``, or
+    ``per_device_train_batch_size`` x ``steps_per_generation`` completions;
+    ``torch.Generator().manual_seed(seed)``) from the policy of ``sampler_lag`` steps ago (0:
+    the current one), TRL's advantages, then :func:`grpo_core.grpo_update`. pi_old is the
+    policy at sampling time in the trainer's hands (the current one), as TRL recomputes it; the
+    sampler's log-probs go to the off-policy mask and to vLLM's weight.
 
-    Returns, per run ``(R, S)`` at steps 0, record_every, ..., steps: the
+    Returns, per run ``(R, S)`` at steps 0, record_every, ..., max_steps: the
     :func:`grpo_core.sequences.exact_stats` (``reward``, ``pass_rate``, ``length``,
-    ``entropy``, ...); ``activity (R, steps)`` (:func:`gate_activity`, mean over the mu steps),
-    ``kept (R, steps)`` (the share of sequences the off-policy mask keeps and vLLM's weight does
-    not zero), ``steps (S,)`` and the final ``logits (R, P, V+1)``. Chapter 17.
+    ``entropy``, ...); ``activity (R, max_steps)`` (how much the clip or gate acts, TRL's
+    metric of the loss type, :data:`ACTIVITY`, mean over the steps on a batch), ``kept (R,
+    max_steps)`` (the share of sequences the off-policy mask keeps and vLLM's weight does not
+    zero), ``steps (S,)`` and the final ``logits (R, P, V+1)``. Chapter 17.
     """
-    seeds = [int(s) for s in seeds]
-    runs = [dict(r) for r in runs]
-    S, R = len(seeds), len(seeds) * len(runs)
-    steps, mu = check_int(steps, "steps", 1), check_int(num_iterations, "num_iterations", 1)
-    G, lag = check_int(G, "G", 2), check_int(sampler_lag, "sampler_lag", 0)
-    every = check_int(record_every, "record_every", 1)
+    seeds, runs = [int(s) for s in seeds], [dict(r) for r in runs]
     for r in runs:
-        check_choice(r.get("loss_type", "dapo"), "loss_type", ALL_LOSS_TYPES)
-    groups: dict[tuple, list[int]] = {}  # equal keywords -> their runs: one grpo_loss call
-    for k, r in enumerate(runs):
-        groups.setdefault(tuple(sorted(r.items())), []).extend(range(k * S, (k + 1) * S))
-    groups = {key: torch.tensor(j) for key, j in groups.items()}
+        shared = sorted(set(r) - _PER_RUN)
+        if shared:
+            raise ValueError(f"{', '.join(shared)}: one value for all runs of train_knobs "
+                             "(a keyword argument)")
+    cfgs = [loop_config("train_knobs", knobs | r) for r in runs]
+    cfg, S, R = cfgs[0], len(seeds), len(seeds) * len(runs)
+    G, spg, lag = cfg.num_generations, cfg.generation_steps, check_int(sampler_lag,
+                                                                       "sampler_lag", 0)
+    B = cfg.per_device_train_batch_size * spg if cfg.per_device_train_batch_size else G
+    every = check_int(record_every, "record_every", 1)
+    if cfg.kl_estimator == "exact":
+        raise ValueError("kl_estimator='exact': the sequence world trains with the KL in the "
+                         "loss (k1, k2, k3)")
+    groups: dict[tuple, list[int]] = {}  # equal settings -> their runs: one grpo_loss call
+    for k, c in enumerate(cfgs):
+        key = tuple(sorted(c.loss_kwargs().items())) + (
+            c.use_vllm and (c.vllm_importance_sampling_mode, c.vllm_importance_sampling_clip_min,
+                            c.vllm_importance_sampling_clip_max),)
+        groups.setdefault(key, []).extend(range(k * S, (k + 1) * S))
+    blocks = [(torch.tensor(j), cfgs[j[0] // S]) for j in groups.values()]
     gens = [torch.Generator().manual_seed(s) for s in seeds * len(runs)]
     theta = world.ref_logits.expand(R, -1, -1).clone().requires_grad_(True)
-    opt = Adam([theta], lr=lr)
+    opt = Adam([theta], lr=cfg.learning_rate, betas=(0.9, cfg.adam_beta2))
     past = [theta.detach().clone()] * (lag + 1)  # the sampler's policies, oldest first
-    r_all = torch.from_numpy(sq.rewards(world))
-    history, activity, kept = [], np.zeros((R, steps)), np.ones((R, steps))
-    for step in range(steps + 1):
-        if step % every == 0 or step == steps:
+    r_all, ref_lp = torch.from_numpy(sq.rewards(world)), sq.token_logps(world, world.ref_logits)
+
+    def forward(idx):  # (R, B, L) log pi of the sampled tokens, and TRL's entropies
+        return sq.token_logps(world, theta, idx), {"entropies": sq.prefix_entropy(world, theta,
+                                                                                  idx)}
+
+    history, activity, kept = [], np.zeros((R, cfg.max_steps)), np.ones((R, cfg.max_steps))
+    for step in range(cfg.max_steps + 1):
+        if step % every == 0 or step == cfg.max_steps:
             history.append((step, sq.exact_stats(world, theta.detach())))
-        if step == steps:
+        if step == cfg.max_steps:
             break
-        sampler = past[0]
-        batch = sq.sample_batch(world, sampler, G, gens)  # (R, G) from the stale policy
-        idx, mask = batch.idx, batch.mask
-        sampling_logp = batch.logp.detach()
+        batch = sq.sample_batch(world, past[0], B, gens,  # (R, B) from the stale policy
+                                mask_truncated_completions=cfg.mask_truncated_completions)
+        idx, mask, sampling_logp = batch.idx, batch.mask, batch.logp.detach()
+        adv = torch.from_numpy(trl_advantages(r_all[idx].numpy(), G, cfg.scale_rewards))
+        if cfg.float32_advantages:
+            adv = adv.float()
+        if spg > 1:  # TRL shuffles the batch before cutting it (shuffle_sequence_dict)
+            order = torch.stack([torch.randperm(B, generator=g) for g in gens])  # (R, B)
+            rows = torch.arange(R).unsqueeze(-1)
+            idx, adv, mask, sampling_logp = (idx.gather(1, order), adv.gather(1, order),
+                                             mask[rows, order], sampling_logp[rows, order])
         with torch.no_grad():  # the trainer's pi_old, recomputed (the sampler's when no lag)
             old_logp = sq.token_logps(world, theta, idx) if lag else sampling_logp
-        adv = torch.from_numpy(trl_advantages(r_all[idx].numpy(), G))  # (R, G)
-        isr = {}  # vLLM's weight of the runs that use it
-        for key, j in groups.items():
-            mode = dict(key).get("vllm_importance_sampling_mode")
-            if mode is not None:
-                isr[key] = vllm_importance_sampling_ratio(old_logp[j], sampling_logp[j], mask[j],
-                                                          mode)
-        for _ in range(mu):
-            logp = sq.token_logps(world, theta, idx)
-            ent = prefix_entropy(world, theta, idx)
-            total = 0.0
-            for key, j in groups.items():
-                knobs = dict(key)
-                knobs.pop("vllm_importance_sampling_mode", None)
-                loss = grpo_loss(logp[j], old_logp[j], None, adv[j], mask[j], entropies=ent[j],
-                                 sampling_per_token_logps=sampling_logp[j],
-                                 importance_sampling_ratio=isr.get(key), **knobs)
-                total = total + loss.sum()
-                with torch.no_grad():
-                    level = knobs.get("importance_sampling_level", "token")
-                    ratio = importance_ratio(logp[j], old_logp[j], mask[j], level)
-                    activity[j.numpy(), step] += gate_activity(
-                        knobs.get("loss_type", "dapo"), ratio, adv[j].unsqueeze(-1), mask[j],
-                        logp[j] - old_logp[j], knobs).numpy() / mu
-            opt.zero_grad()
-            total.backward()
-            opt.step()
-        with torch.no_grad():
-            keep = torch.ones(R, G, dtype=torch.float64)
-            for key, j in groups.items():
-                if key in isr:
-                    keep[j] *= (isr[key].amax(-1) > 0).double()
-                thr = dict(key).get("off_policy_mask_threshold")
-                if thr is not None:
-                    keep[j] *= off_policy_mask(adv[j].unsqueeze(-1), old_logp[j],
-                                               sampling_logp[j], mask[j], thr).squeeze(-1)
-            kept[:, step] = keep.mean(-1).numpy()
+        loss_blocks, keep = [], torch.ones(R, B, dtype=torch.float64)
+        for j, c in blocks:
+            kw = c.loss_kwargs() | {"sampling_per_token_logps": sampling_logp[j]}
+            if c.use_vllm:  # vLLM's weight, from the sampler's and the trainer's log-probs
+                kw["importance_sampling_ratio"] = vllm_importance_sampling_ratio(
+                    old_logp[j], sampling_logp[j], mask[j], c.vllm_importance_sampling_mode,
+                    c.vllm_importance_sampling_clip_min, c.vllm_importance_sampling_clip_max)
+                keep[j] *= (kw["importance_sampling_ratio"].amax(-1) > 0).double()
+            if c.off_policy_mask_threshold is not None:
+                keep[j] *= off_policy_mask(adv[j].unsqueeze(-1), old_logp[j], sampling_logp[j],
+                                           mask[j], c.off_policy_mask_threshold).squeeze(-1)
+            loss_blocks.append((j, kw))
+        kept[:, step] = keep.mean(-1).numpy()
+        metrics, _, _ = grpo_update(lambda i=idx: forward(i), adv, mask, opt,
+                                    num_iterations=cfg.num_iterations, loss_kwargs=loss_blocks,
+                                    ref_logp=ref_lp[idx], old_logp=old_logp,
+                                    steps_per_generation=spg)
+        for name in ACTIVITY:  # each run's loss type logs one of them
+            if name in metrics:
+                activity[:, step] = np.where(np.isnan(metrics[name]), activity[:, step],
+                                             metrics[name])
         past = [*past[1:], theta.detach().clone()]
     out = {k: np.stack([h[k] for _, h in history], -1) for k in history[0][1]}
     return {**out, "steps": np.array([t for t, _ in history]), "activity": activity,
@@ -192,22 +169,29 @@ def split_runs(out: dict, names: Sequence[str]) -> dict:
 
 
 def train_two_rewards(rewards_per_func: np.ndarray, ref_logits: np.ndarray,
-                      seeds: Iterable[int], *, multi_objective_aggregation: str,
-                      reward_weights: Sequence[float] | None = None, steps: int = 60,
-                      G: int = 8, lr: float = 0.05, scale_rewards: str = "group") -> dict:
+                      seeds: Iterable[int], **knobs) -> dict:
     """A tabular policy over A one-token answers for P prompts (``ref_logits (P, A)``), trained
     with F reward functions ``rewards_per_func (P, A, F)`` combined by
-    :func:`grpo_core.loss.trl_rewards` and TRL's advantages (one group of G per prompt and
-    step, ``grpo_loss`` with "dapo" at mu = 1, Adam). Returns the exact expected reward of
-    each function per run and step, ``(R, F, steps + 1)`` (averaged over prompts). Chapter 17.
+    :func:`grpo_core.loss.trl_rewards` (``reward_weights``, ``multi_objective_aggregation``)
+    and TRL's advantages: one group of ``num_generations`` per prompt and step, then
+    :func:`grpo_core.grpo_update`. ``knobs``: :class:`grpo_core.GRPOConfig` fields over
+    ``config.LOOPS["train_two_rewards"]``'s preset. Returns the exact expected reward of each
+    function per run and step, ``(R, F, max_steps + 1)`` (averaged over prompts). Chapter 17.
     """
-    seeds = [int(s) for s in seeds]
+    cfg = loop_config("train_two_rewards", knobs)
+    seeds, G, steps = [int(s) for s in seeds], cfg.num_generations, cfg.max_steps
     R, (P, _, F) = len(seeds), rewards_per_func.shape
+    if cfg.per_device_train_batch_size not in (None, P * G * cfg.generation_steps):
+        raise ValueError(f"per_device_train_batch_size ({cfg.per_device_train_batch_size}) must "
+                         "be P x num_generations / steps_per_generation: a group for every "
+                         "prompt")
     gens = [torch.Generator().manual_seed(s) for s in seeds]
     theta = torch.tensor(ref_logits, dtype=torch.float64).expand(R, -1, -1).clone()
     theta.requires_grad_(True)
-    opt = Adam([theta], lr=lr)
+    opt = Adam([theta], lr=cfg.learning_rate, betas=(0.9, cfg.adam_beta2))
     rpf = torch.tensor(rewards_per_func, dtype=torch.float64)
+    ref_lp = torch.log_softmax(torch.tensor(ref_logits, dtype=torch.float64), -1)  # (P, A)
+    mask = torch.ones(R, P * G, 1, dtype=torch.float64)  # one token per answer
     curve = np.zeros((R, F, steps + 1))
     for step in range(steps + 1):
         with torch.no_grad():
@@ -219,13 +203,21 @@ def train_two_rewards(rewards_per_func: np.ndarray, ref_logits: np.ndarray,
             draws = torch.stack([torch.multinomial(pi[r], G, replacement=True, generator=g)
                                  for r, g in enumerate(gens)])  # (R, P, G)
         r = rpf[torch.arange(P)[None, :, None], draws].numpy()  # (R, P, G, F)
-        total = trl_rewards(r.reshape(R, P * G, F), reward_weights, multi_objective_aggregation,
-                            num_generations=G)
-        adv = torch.from_numpy(trl_advantages(total, G, scale_rewards,
-                                              multi_objective_aggregation))  # (R, P * G)
-        logp = torch.log_softmax(theta, -1).gather(-1, draws).reshape(R, P * G, 1)
-        loss = grpo_loss(logp, None, None, adv, torch.ones_like(logp))
-        opt.zero_grad()
-        loss.sum().backward()
-        opt.step()
+        total = trl_rewards(r.reshape(R, P * G, F), cfg.reward_weights,
+                            cfg.multi_objective_aggregation, num_generations=G)
+        adv = torch.from_numpy(trl_advantages(total, G, cfg.scale_rewards,
+                                              cfg.multi_objective_aggregation))  # (R, P * G)
+        if cfg.float32_advantages:
+            adv = adv.float()
+
+        def forward(d=draws):  # (R, P G, 1) log pi of the sampled answers (and entropies)
+            lp = torch.log_softmax(theta, -1)  # (R, P, A)
+            H = -(lp.exp() * lp).sum(-1, keepdim=True).expand(R, P, G)  # an answer's one token
+            return lp.gather(-1, d).reshape(R, P * G, 1), {"entropies": H.reshape(R, P * G, 1)}
+
+        grpo_update(forward, adv, mask, opt, num_iterations=cfg.num_iterations,
+                    loss_kwargs=cfg.loss_kwargs(), steps_per_generation=cfg.generation_steps,
+                    ref_logp=ref_lp.expand(R, -1, -1).gather(-1, draws).reshape(R, P * G, 1),
+                    metrics=False)
     return {"curve": curve}
+

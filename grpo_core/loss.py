@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -28,7 +30,6 @@ import torch
 from ._validate import check_choice, check_float, check_int
 
 LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")  # the four that share PPO's clip (chapters 10-13)
-ALL_LOSS_TYPES = LOSS_TYPES + ("cispo", "sapo", "luspo", "vespo")  # TRL 1.16's eight (chapter 17)
 VLLM_IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
 KL_ESTIMATORS = ("k1", "k2", "k3")
@@ -119,11 +120,6 @@ def vespo_surrogate(ratio, A, logp, *, log_ratio, mask, importance_sampling_rati
     return -phi * A * logp
 
 
-SURROGATES = {"grpo": clipped_surrogate, "bnpo": clipped_surrogate, "dapo": clipped_surrogate,
-              "dr_grpo": clipped_surrogate, "luspo": clipped_surrogate,
-              "cispo": cispo_surrogate, "sapo": sapo_surrogate, "vespo": vespo_surrogate}
-
-
 @torch.no_grad()
 def gamma_weights(A: torch.Tensor, log_ratio: torch.Tensor, mask: torch.Tensor,
                   importance_sampling_ratio: torch.Tensor | None = None, k_pos: float = 2.0,
@@ -144,6 +140,84 @@ def gamma_weights(A: torch.Tensor, log_ratio: torch.Tensor, mask: torch.Tensor,
     lam = torch.where(A >= 0, lambda_pos, lambda_neg).clamp(min=1e-4)
     log_phi = lam + k * log_w - lam * torch.exp(log_w)
     return torch.exp(log_phi).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+
+
+# --- what TRL logs for each loss type, from the ratio the loss used (lines 3254-3290) ------------
+
+def clip_ratios(ratio, A, logp, *, mask, epsilon, epsilon_high, **_) -> dict:
+    """The clip family's ``clip_ratio/low_mean``, ``high_mean``, ``region_mean``: see
+    :func:`clip_metrics`. TRL 1.16 lines 3272-3279."""
+    return clip_metrics(ratio, A.squeeze(-1), mask, epsilon, epsilon_high)
+
+
+def cispo_clip_ratio(ratio, A, logp, *, mask, epsilon_high, **_) -> dict:
+    """``cispo_clip_ratio``: the share of tokens whose ratio is above the cap ``epsilon_high``
+    where A > 0. TRL 1.16 lines 3284-3286."""
+    return {"cispo_clip_ratio": masked_mean(((ratio > epsilon_high) & (A > 0)).double(), mask)}
+
+
+def sapo_gate_share(ratio, A, logp, *, mask, sapo_temperature_pos, sapo_temperature_neg,
+                    **_) -> dict:
+    """``sapo/gate_share``, the book's (TRL 1.16 logs nothing for "sapo"): the share of the
+    on-policy gradient the gate removes, 1 minus its mean slope ``4 sigma'(tau (ratio - 1))``.
+    Chapter 17."""
+    tau = torch.where(A > 0, sapo_temperature_pos, sapo_temperature_neg).double()
+    s = torch.sigmoid(tau * (ratio - 1))
+    return {"sapo/gate_share": masked_mean(1 - 4 * s * (1 - s), mask)}
+
+
+def vespo_phi_mean(ratio, A, logp, *, log_ratio, mask, importance_sampling_ratio,
+                   **knobs) -> dict:
+    """``vespo/phi_seq_mean``: the mean over sequences of VESPO's weight (:func:`gamma_weights`,
+    1 on-policy). TRL 1.16 lines 3287-3288."""
+    phi = gamma_weights(A, log_ratio, mask, importance_sampling_ratio, knobs["vespo_k_pos"],
+                        knobs["vespo_lambda_pos"], knobs["vespo_k_neg"], knobs["vespo_lambda_neg"])
+    return {"vespo/phi_seq_mean": masked_mean(phi, mask)}
+
+
+# --- the loss types: everything the package knows about each, in one entry -----------------------
+
+@dataclass(frozen=True)
+class LossType:
+    """One loss type. ``surrogate``: its per-token loss ``(ratio, A, logp, **knobs) -> (B, T)``
+    (TRL 1.16 lines 3109-3138). ``aggregation``: how :func:`reduce_loss` averages it, named by
+    the loss type whose average it shares: "grpo" (each sequence's token mean, then the mean),
+    "bnpo" (the batch's token mean), "dr_grpo" (/ B max_completion_length), "dapo" (/ the
+    generation batch's tokens) or "luspo" (each sequence's token sum, then the mean); lines
+    3152-3184. ``metrics``: what TRL logs for it, from the same ratio (lines 3270-3290).
+    ``on_policy_as``, ``on_policy_factor(epsilon, epsilon_high, max_completion_length)``: at
+    mu = 1 (ratio 1 in value) its gradient is the factor times that of ``on_policy_as``, one
+    of chapter 13's four averages (chapter 17). ``closed_form``: that gradient is
+    ``-A / n_tokens`` per token, which :mod:`grpo_core.training`'s on-policy step writes out."""
+
+    surrogate: Callable[..., torch.Tensor]
+    aggregation: str
+    metrics: Callable[..., dict]
+    on_policy_as: str
+    on_policy_factor: Callable[[float, float | None, int], float] = lambda eps, high, length: 1.0
+    closed_form: bool = False
+
+
+def _cispo_factor(epsilon: float, epsilon_high: float | None, length: int) -> float:
+    return min(1.0, epsilon if epsilon_high is None else epsilon_high)  # the constant weight
+
+
+def _luspo_factor(epsilon: float, epsilon_high: float | None, length: int) -> float:
+    return float(length)  # a sum over each answer's tokens, where dr_grpo divides by L_max
+
+
+REGISTRY: dict[str, LossType] = {  # TRL 1.16's eight, chapters 10-13 and 17
+    "grpo": LossType(clipped_surrogate, "grpo", clip_ratios, "grpo", closed_form=True),
+    "bnpo": LossType(clipped_surrogate, "bnpo", clip_ratios, "dapo", closed_form=True),
+    "dapo": LossType(clipped_surrogate, "dapo", clip_ratios, "dapo", closed_form=True),
+    "dr_grpo": LossType(clipped_surrogate, "dr_grpo", clip_ratios, "dr_grpo", closed_form=True),
+    "cispo": LossType(cispo_surrogate, "dapo", cispo_clip_ratio, "dapo", _cispo_factor),
+    "sapo": LossType(sapo_surrogate, "grpo", sapo_gate_share, "grpo"),
+    "luspo": LossType(clipped_surrogate, "luspo", clip_ratios, "dr_grpo", _luspo_factor),
+    "vespo": LossType(vespo_surrogate, "dapo", vespo_phi_mean, "dapo"),
+}
+ALL_LOSS_TYPES = tuple(REGISTRY)
+SURROGATES = {name: t.surrogate for name, t in REGISTRY.items()}  # chapter 17's table of them
 
 
 def off_policy_mask(A: torch.Tensor, logp: torch.Tensor, sampling_logp: torch.Tensor,
@@ -184,11 +258,12 @@ def reduce_loss(per_token: torch.Tensor, mask: torch.Tensor, loss_type: str = "d
                 gradient_accumulation_steps: int = 1, num_processes: int = 1,
                 steps_per_generation: int | None = None) -> torch.Tensor:
     """The eight loss types' aggregations ``(..., B, T) -> (...)`` with TRL's normalisers for one
-    micro-batch of ``gradient_accumulation_steps`` on one of ``num_processes`` processes.
+    micro-batch of ``gradient_accumulation_steps`` on one of ``num_processes`` processes, by the
+    loss type's ``aggregation`` (:data:`REGISTRY`).
 
-    "grpo"/"sapo", "bnpo", "dr_grpo": :func:`aggregate` / gradient_accumulation_steps;
+    "grpo" (also "sapo"), "bnpo", "dr_grpo": :func:`aggregate` / gradient_accumulation_steps;
     "luspo": the sum of each sequence's token losses (a length-weighted sum), mean over
-    sequences, / gradient_accumulation_steps; "dapo"/"cispo"/"vespo": the token sum /
+    sequences, / gradient_accumulation_steps; "dapo" (also "cispo", "vespo"): the token sum /
     (num_items_in_batch / num_processes * gradient_accumulation_steps / steps_per_generation),
     num_items_in_batch the real tokens of the whole generation batch on all processes (default:
     this batch's, allowed only with one process, no accumulation and ``steps_per_generation``
@@ -196,15 +271,15 @@ def reduce_loss(per_token: torch.Tensor, mask: torch.Tensor, loss_type: str = "d
     ``grpo_config.py`` lines 1095-1098). TRL 1.16 ``grpo_trainer.py`` lines 3152-3184.
     """
     spg = gradient_accumulation_steps if steps_per_generation is None else steps_per_generation
-    if loss_type in ("dapo", "cispo", "vespo"):
+    how = REGISTRY[loss_type].aggregation
+    if how == "dapo":
         n = (mask.sum((-2, -1)) if num_items_in_batch is None
              else torch.as_tensor(num_items_in_batch, dtype=per_token.dtype))
         normalizer = n.clamp(min=1.0) / num_processes * gradient_accumulation_steps / spg
         return (per_token * mask).sum((-2, -1)) / normalizer
-    if loss_type == "luspo":
+    if how == "luspo":
         return (per_token * mask).sum(-1).mean(-1) / gradient_accumulation_steps
-    base = {"grpo": "grpo", "sapo": "grpo", "bnpo": "bnpo", "dr_grpo": "dr_grpo"}[loss_type]
-    return aggregate(per_token, mask, base, max_completion_length) / gradient_accumulation_steps
+    return aggregate(per_token, mask, how, max_completion_length) / gradient_accumulation_steps
 
 
 def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor | None, ref_logp: torch.Tensor | None,
@@ -222,7 +297,8 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor | None, ref_logp: torch
               importance_sampling_ratio: torch.Tensor | None = None,
               num_items_in_batch: float | torch.Tensor | None = None,
               gradient_accumulation_steps: int = 1, num_processes: int = 1,
-              steps_per_generation: int | None = None) -> torch.Tensor:
+              steps_per_generation: int | None = None,
+              return_info: bool = False) -> torch.Tensor | tuple[torch.Tensor, dict]:
     """The GRPO loss, term for term as TRL 1.16's ``GRPOTrainer._compute_loss``
     (``trl/trainer/grpo_trainer.py`` lines 3020-3184). Names and defaults are TRL's.
 
@@ -237,8 +313,9 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor | None, ref_logp: torch
         epsilon, epsilon_high: clip range [1 - epsilon, 1 + epsilon_high] (None: epsilon); for
             "cispo", epsilon_high is the cap of the ratio itself; delta: see
             :func:`clipped_surrogate`.
-        loss_type: one of :data:`ALL_LOSS_TYPES`: the surrogate (:data:`SURROGATES`) and the
-            aggregation (:func:`reduce_loss`); sapo_*, vespo_*: their knobs.
+        loss_type: one of :data:`ALL_LOSS_TYPES`: its entry in :data:`REGISTRY` gives the
+            surrogate, the aggregation (:func:`reduce_loss`) and the metrics; sapo_*, vespo_*:
+            their knobs.
         importance_sampling_level: "token" or "sequence" (GSPO), see :func:`importance_ratio`.
         top_entropy_quantile, entropies ``(B, T)``: keep only the high-entropy tokens
             (:func:`high_entropy_mask`); entropy_coef: subtract ``entropy_coef`` times the mean
@@ -250,10 +327,13 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor | None, ref_logp: torch
             "vespo" joins its gamma weight. None: no vLLM.
         max_completion_length, num_items_in_batch, gradient_accumulation_steps,
             num_processes, steps_per_generation: the normalisers, see :func:`reduce_loss`.
+        return_info: also return what TRL logs for this loss type (``clip_ratio/*``,
+            ``cispo_clip_ratio``, ...: the entry's ``metrics``), from the same ratio.
 
     Returns:
-        The scalar loss (shape ``(...)`` for leading run dimensions ``(..., B, T)``).
-        Taught in chapters 10 and 17.
+        The scalar loss (shape ``(...)`` for leading run dimensions ``(..., B, T)``); with
+        ``return_info``, ``(loss, info)``, info's values floats (arrays ``(...)`` with run
+        dimensions). Taught in chapters 10 and 17.
     """
     _check_loss_args(locals())
     old_logp = logp.detach() if old_logp is None else old_logp
@@ -261,12 +341,13 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor | None, ref_logp: torch
     A = advantages.unsqueeze(-1)  # (B, 1): a sequence's advantage, given to each of its tokens
 
     ratio = importance_ratio(logp, old_logp, mask, importance_sampling_level)  # (B, T) or (B, 1)
-    per_token = SURROGATES[loss_type](
-        ratio, A, logp, epsilon=epsilon, epsilon_high=epsilon_high, delta=delta,
-        sapo_temperature_pos=sapo_temperature_pos, sapo_temperature_neg=sapo_temperature_neg,
-        vespo_k_pos=vespo_k_pos, vespo_lambda_pos=vespo_lambda_pos, vespo_k_neg=vespo_k_neg,
-        vespo_lambda_neg=vespo_lambda_neg, log_ratio=logp - old_logp, mask=mask,
-        importance_sampling_ratio=importance_sampling_ratio)
+    knobs = dict(epsilon=epsilon, epsilon_high=epsilon_high, delta=delta,
+                 sapo_temperature_pos=sapo_temperature_pos,
+                 sapo_temperature_neg=sapo_temperature_neg, vespo_k_pos=vespo_k_pos,
+                 vespo_lambda_pos=vespo_lambda_pos, vespo_k_neg=vespo_k_neg,
+                 vespo_lambda_neg=vespo_lambda_neg, log_ratio=logp - old_logp, mask=mask,
+                 importance_sampling_ratio=importance_sampling_ratio)
+    per_token = REGISTRY[loss_type].surrogate(ratio, A, logp, **knobs)
 
     if off_policy_mask_threshold is not None:  # drop stale sequences with A < 0
         sampling = old_logp if sampling_per_token_logps is None else sampling_per_token_logps
@@ -291,7 +372,10 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor | None, ref_logp: torch
         bonus_mask = mask if entropy_mask is None else mask * entropy_mask
         bonus = entropy_bonus(entropies, bonus_mask, gradient_accumulation_steps)
         loss = loss - entropy_coef * bonus
-    return loss
+    if not return_info:
+        return loss
+    with torch.no_grad():  # what TRL logs, from the ratio this loss used (cleanrl's clipfrac)
+        return loss, REGISTRY[loss_type].metrics(ratio.detach(), A, logp, **knobs)
 
 
 def _check_loss_args(a: dict) -> None:
@@ -323,33 +407,13 @@ def _check_loss_args(a: dict) -> None:
     for name in ("logp", "old_logp", "ref_logp", "advantages", "entropies"):
         if a[name] is not None and bool(torch.isnan(a[name]).any()):
             raise ValueError(f"{name} contains NaN")
-    check_float(a["beta"], "beta")
-    check_float(a["epsilon"], "epsilon", strict=True)
-    for name in ("epsilon_high", "delta"):
-        if a[name] is not None:
-            check_float(a[name], name, strict=True)
-    check_choice(a["loss_type"], "loss_type", ALL_LOSS_TYPES)
-    check_choice(a["importance_sampling_level"], "importance_sampling_level",
-                 IMPORTANCE_SAMPLING_LEVELS)
-    check_choice(a["kl_estimator"], "kl_estimator", KL_ESTIMATORS)
-    if a["max_completion_length"] is not None:
-        check_int(a["max_completion_length"], "max_completion_length", 1)
+    for name, check in LOSS_KNOB_CHECKS.items():  # the checks GRPOConfig makes too
+        check(a[name], name)
     if a["beta"] != 0.0 and a["ref_logp"] is None:
         raise ValueError("ref_logp is required when beta != 0")
-    for name in ("sapo_temperature_pos", "sapo_temperature_neg"):
-        check_float(a[name], name, strict=True)
-    for name in ("vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg"):
-        check_float(a[name], name)
-    q = check_float(a["top_entropy_quantile"], "top_entropy_quantile")
-    if q > 1:
-        raise ValueError(f"top_entropy_quantile must be in [0, 1], got {q}")
-    check_float(a["entropy_coef"], "entropy_coef", minimum=-math.inf)
-    if (q < 1 or a["entropy_coef"] != 0) and a["entropies"] is None:
+    if (a["top_entropy_quantile"] < 1 or a["entropy_coef"] != 0) and a["entropies"] is None:
         raise ValueError("entropies (B, T) are required when top_entropy_quantile < 1 or "
                          "entropy_coef != 0")
-    if a["off_policy_mask_threshold"] is not None:
-        check_float(a["off_policy_mask_threshold"], "off_policy_mask_threshold",
-                    minimum=-math.inf)
     gas = check_int(a["gradient_accumulation_steps"], "gradient_accumulation_steps", 1)
     n_proc = check_int(a["num_processes"], "num_processes", 1)
     spg = a["steps_per_generation"]
@@ -363,6 +427,56 @@ def _check_loss_args(a: dict) -> None:
                          "num_processes or steps_per_generation != 1")
     if n_items is not None and not bool((torch.as_tensor(n_items) > 0).all()):
         raise ValueError(f"num_items_in_batch must be > 0, got {n_items}")
+
+
+def _optional(check: Callable) -> Callable:
+    """A check that also lets None (the knob off) through."""
+    return lambda v, n: v is None or check(v, n)
+
+
+def _fraction(v, n):
+    if not 0 <= check_float(v, n) <= 1:
+        raise ValueError(f"{n} must be in [0, 1], got {v}")
+
+
+def _reward_weights(v, n):
+    for w in v:
+        check_float(w, n, minimum=-math.inf)
+
+
+# The range checks of every knob of this module's functions, by TRL's name: grpo_loss runs those
+# of its arguments, GRPOConfig all of them on its fields (one validator, two callers).
+KNOB_CHECKS: dict[str, Callable[[object, str], object]] = {
+    "beta": lambda v, n: check_float(v, n),
+    "epsilon": lambda v, n: check_float(v, n, strict=True),
+    "epsilon_high": _optional(lambda v, n: check_float(v, n, strict=True)),
+    "delta": _optional(lambda v, n: check_float(v, n, strict=True)),
+    "loss_type": lambda v, n: check_choice(v, n, ALL_LOSS_TYPES),
+    "importance_sampling_level": lambda v, n: check_choice(v, n, IMPORTANCE_SAMPLING_LEVELS),
+    "kl_estimator": lambda v, n: check_choice(v, n, KL_ESTIMATORS),
+    "use_bias_correction_kl": lambda v, n: check_choice(v, n, (True, False)),
+    "max_completion_length": _optional(lambda v, n: check_int(v, n, 1)),
+    "sapo_temperature_neg": lambda v, n: check_float(v, n, strict=True),
+    "sapo_temperature_pos": lambda v, n: check_float(v, n, strict=True),
+    "vespo_k_pos": lambda v, n: check_float(v, n),
+    "vespo_lambda_pos": lambda v, n: check_float(v, n),
+    "vespo_k_neg": lambda v, n: check_float(v, n),
+    "vespo_lambda_neg": lambda v, n: check_float(v, n),
+    "top_entropy_quantile": _fraction,
+    "entropy_coef": lambda v, n: check_float(v, n, minimum=-math.inf),
+    "off_policy_mask_threshold": _optional(lambda v, n: check_float(v, n, minimum=-math.inf)),
+    # trl_rewards' and vllm_importance_sampling_ratio's knobs
+    "reward_weights": _optional(_reward_weights),
+    "multi_objective_aggregation": lambda v, n: check_choice(v, n, AGGREGATIONS),
+    "vllm_importance_sampling_mode": lambda v, n: check_choice(v, n, VLLM_IS_MODES),
+    "vllm_importance_sampling_clip_max": _optional(lambda v, n: check_float(v, n)),
+    "vllm_importance_sampling_clip_min": _optional(lambda v, n: check_float(v, n)),
+}
+LOSS_KNOB_CHECKS = {name: KNOB_CHECKS[name] for name in (  # grpo_loss's knobs
+    "beta", "epsilon", "epsilon_high", "delta", "loss_type", "importance_sampling_level",
+    "kl_estimator", "use_bias_correction_kl", "max_completion_length", "sapo_temperature_neg",
+    "sapo_temperature_pos", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
+    "top_entropy_quantile", "entropy_coef", "off_policy_mask_threshold")}
 
 
 def vllm_importance_sampling_ratio(old_logp: torch.Tensor, sampling_logp: torch.Tensor,
@@ -510,22 +624,27 @@ def _scalar(x: np.ndarray) -> float | np.ndarray:
     return float(x) if np.ndim(x) == 0 else np.asarray(x)
 
 
+def masked_mean(x: torch.Tensor, mask: torch.Tensor):
+    """TRL's ``global_masked_mean`` in one process: the mean of ``x (..., B, T)`` over the real
+    tokens of ``mask``, or over the sequences for a per-sequence ``x (..., B, 1)``; a float, or
+    an array ``(...)`` with leading run dimensions. TRL 1.16 lines 3260-3266."""
+    weight = torch.ones_like(x) if x.shape[-1] == 1 else mask.double()
+    return _scalar(((x * weight).sum((-2, -1)) / weight.sum((-2, -1)).clamp(min=1)).numpy())
+
+
 def clip_metrics(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
                  epsilon: float = 0.2, epsilon_high: float | None = None) -> dict:
     """TRL's ``clip_ratio/low_mean``, ``high_mean``, ``region_mean``: the fraction of tokens
     whose ratio ``(B, T)`` (or ``(B, 1)`` per sequence) lies outside the clip range *on the side
     where the clip binds* (below 1 - epsilon with A < 0, above 1 + epsilon_high with A > 0).
     A masked mean over tokens (over sequences for a per-sequence ratio); with leading run
-    dimensions ``(..., B, T)`` each value is an array ``(...)``. Chapter 10."""
+    dimensions ``(..., B, T)`` each value is an array ``(...)``. Logged by TRL for the clip
+    family only (:data:`REGISTRY`). Chapter 10."""
     epsilon_high = epsilon if epsilon_high is None else epsilon_high
     A = advantages.unsqueeze(-1)
     low = ((ratio < 1 - epsilon) & (A < 0)).double()
     high = ((ratio > 1 + epsilon_high) & (A > 0)).double()
     region = torch.maximum(low, high)
-    weight = torch.ones_like(low) if ratio.shape[-1] == 1 else mask.double()
-
-    def mean(x: torch.Tensor):
-        return _scalar(((x * weight).sum((-2, -1)) / weight.sum((-2, -1)).clamp(min=1)).numpy())
-
-    return {"clip_ratio/low_mean": mean(low), "clip_ratio/high_mean": mean(high),
-            "clip_ratio/region_mean": mean(region)}
+    return {"clip_ratio/low_mean": masked_mean(low, mask),
+            "clip_ratio/high_mean": masked_mean(high, mask),
+            "clip_ratio/region_mean": masked_mean(region, mask)}

@@ -299,31 +299,42 @@ def _draw(world: SequenceWorld, logits: torch.Tensor, gens: list, B: int,
     return h.reshape(*logits.shape[:-2], B)  # after max_len tokens without EOS: truncated
 
 
-DEFAULTS = {"max_steps": 300, "learning_rate": 0.02, "per_device_train_batch_size": None,
-            "max_completion_length": None}  # the token world's values where TRL's differ
+def prefix_entropy(world: SequenceWorld, theta: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """TRL's ``entropies``: the entropy of pi(. | prefix) at each token of the completions
+    ``idx (R, B)``, ``(R, B, L)``, 0 on padding, differentiable in ``theta (R, P, V+1)``.
+    Chapter 17."""
+    R, B = idx.shape
+    pre = world.prefix[idx].reshape(R, -1)  # (R, B * L) the prefix each token is drawn at
+    logpi = torch.log_softmax(theta[torch.arange(R).unsqueeze(-1), pre], -1)  # only these rows
+    return -(logpi.exp() * logpi).sum(-1).view(R, B, -1) * world.mask[idx]
 
 
 def train_sequences(world: SequenceWorld, seeds: Iterable[int], *,
                     soft_punish_cache: int | Sequence[int] = 0, record_every: int = 1,
                     **knobs) -> dict:
-    """GRPO in the sequence world, R = len(seeds) independent runs at once: per step, sample
-    ``per_device_train_batch_size`` completions per run (whole groups of ``num_generations``;
-    None: one group), with ``torch.Generator().manual_seed(seed)``, TRL's advantages, then
-    :func:`grpo_core.grpo_update` (``num_iterations`` Adam steps through ``grpo_loss``).
+    """GRPO in the sequence world, R = len(seeds) independent runs at once: per step, sample a
+    generation batch per run (``per_device_train_batch_size`` x ``steps_per_generation``
+    completions, whole groups of ``num_generations``; None: one group), with
+    ``torch.Generator().manual_seed(seed)``, TRL's advantages, then
+    :func:`grpo_core.grpo_update` (``num_iterations`` passes through ``grpo_loss``, one Adam step
+    per mini-batch).
 
-    ``knobs``: fields of :class:`grpo_core.GRPOConfig` over :data:`DEFAULTS`. ``loss_type``,
-    ``importance_sampling_level``, ``mask_truncated_completions`` and ``soft_punish_cache`` (DAPO's
-    overlong punishment, an argument of TRL's reward function) take one value, or a list with one
-    per seed (many experiments in one call; run b is the same as a lone run with its values).
+    ``knobs``: fields of :class:`grpo_core.GRPOConfig` over the preset
+    (``config.LOOPS["train_sequences"]``, which lists the fields this loop reads; any other is
+    refused). ``loss_type``, ``importance_sampling_level``, ``mask_truncated_completions`` and
+    ``soft_punish_cache`` (DAPO's overlong punishment, an argument of TRL's reward function) take
+    one value, or a list with one per seed (many experiments in one call; run b is the same as a
+    lone run with its values).
 
     Returns the :func:`exact_stats` (without ``k3_sum``) of every run at steps 0,
     ``record_every``, ..., ``max_steps``: ``(R, S)`` each, and those ``steps`` ``(S,)``; TRL's
-    clip metrics ``clip_ratio/low_mean``, ``high_mean``, ``region_mean`` ``(R, max_steps)`` (mean
-    over the mu steps); the final ``logits`` ``(R, P, V+1)``. Chapter 13.
+    metrics of the loss type (``clip_ratio/low_mean``, ``high_mean``, ``region_mean`` for the
+    clip family, ...) ``(R, max_steps)`` (mean over the steps on a batch); the final ``logits``
+    ``(R, P, V+1)``. Chapter 13.
     """
-    from .config import GRPOConfig
+    from .config import loop_config
     from .optim import Adam
-    from .update import CLIP_METRICS, grpo_update
+    from .update import grpo_update
 
     seeds = [int(s) for s in seeds]
     R = len(seeds)
@@ -335,28 +346,28 @@ def train_sequences(world: SequenceWorld, seeds: Iterable[int], *,
         per_seed[name] = list(value) if isinstance(value, list | tuple) else [value] * R
         if len(per_seed[name]) != R:
             raise ValueError(f"{name} needs one value, or one per seed ({R}); got {len(value)}")
-    cfg = GRPOConfig(**(DEFAULTS | knobs | {k: tuple(v) for k, v in per_seed.items()
-                                            if k in one_run}))
-    steps, mu = check_int(cfg.max_steps, "max_steps", 1), cfg.num_iterations
-    G = check_int(cfg.num_generations, "num_generations", 2)
-    B = cfg.per_device_train_batch_size or G
+    cfg = loop_config("train_sequences", knobs | {k: tuple(v) for k, v in per_seed.items()
+                                                  if k in one_run})
+    steps, mu = cfg.max_steps, cfg.num_iterations
+    G, spg = check_int(cfg.num_generations, "num_generations", 2), cfg.generation_steps
+    B = cfg.per_device_train_batch_size * spg if cfg.per_device_train_batch_size else G
     every = check_int(record_every, "record_every", 1)
-    if cfg.kind is not None or cfg.kl_in != "loss" or cfg.kl_estimator == "exact" \
-            or cfg.temperature != 1.0 or cfg.sync_ref_model:
-        raise ValueError("the sequence world trains with TRL's advantages (scale_rewards), the "
-                         "KL in the loss (k1, k2, k3), temperature 1 and a frozen pi_ref")
+    if cfg.kl_estimator == "exact":
+        raise ValueError("kl_estimator='exact': the sequence world trains with the KL in the "
+                         "loss (k1, k2, k3)")
     blocks = {}  # (loss_type, level) -> the runs that use it: one grpo_loss call each
     for b, key in enumerate(zip(per_seed["loss_type"], per_seed["importance_sampling_level"],
                                 strict=True)):
         blocks.setdefault(key, []).append(b)
-    loss_kwargs = GRPOConfig(**(DEFAULTS | knobs | one_run)).loss_kwargs()
+    loss_kwargs = cfg.run(0).loss_kwargs()
     blocks = [(torch.tensor(runs), loss_kwargs | {"loss_type": lt, "importance_sampling_level": lv})
               for (lt, lv), runs in blocks.items()]
     if len(blocks) == 1:
         blocks = blocks[0][1]  # all runs share the loss: one call, no index
+    entropies = cfg.top_entropy_quantile < 1 or cfg.entropy_coef != 0  # grpo_loss needs them
     gens = [torch.Generator().manual_seed(s) for s in seeds]
     theta = world.ref_logits.expand(R, -1, -1).clone().requires_grad_(True)  # (R, P, V+1)
-    opt = Adam([theta], lr=cfg.learning_rate)
+    opt = Adam([theta], lr=cfg.learning_rate, betas=(0.9, cfg.adam_beta2))
     ref_lp = token_logps(world, world.ref_logits)  # (N, L)
     r_all = np.stack([rewards(world, c) for c in per_seed["soft_punish_cache"]])  # (R, N)
     keep = torch.from_numpy(np.stack([~(world.truncated & m)
@@ -364,8 +375,12 @@ def train_sequences(world: SequenceWorld, seeds: Iterable[int], *,
     rows = torch.arange(R).unsqueeze(-1)
     uniforms = torch.stack([torch.rand(steps, B, world.max_len, generator=g,
                                        dtype=torch.float64) for g in gens], 1)  # (steps, R, B, L)
-    history = []
-    clip = {name: np.zeros((R, steps)) for name in CLIP_METRICS}
+
+    def forward(idx):  # (R, B, L) log pi of the sampled tokens, and their entropies if needed
+        logp = token_logps(world, theta, idx)
+        return logp, {"entropies": prefix_entropy(world, theta, idx)} if entropies else None
+
+    history, logged = [], {}
     for step in range(steps + 1):
         if step % every == 0 or step == steps:
             with torch.no_grad():
@@ -378,10 +393,15 @@ def train_sequences(world: SequenceWorld, seeds: Iterable[int], *,
             mask = world.mask[idx] * keep[rows, idx].unsqueeze(-1)  # (R, B, L)
         adv = torch.from_numpy(trl_advantages(r_all[rows.numpy(), idx.numpy()], G,
                                               cfg.scale_rewards))  # (R, B)
-        metrics, _, _ = grpo_update(lambda i=idx: (token_logps(world, theta, i), None), adv, mask,
-                                    opt, num_iterations=mu, loss_kwargs=blocks,
-                                    ref_logp=ref_lp[idx])
+        if cfg.float32_advantages:
+            adv = adv.float()
+        if spg > 1:  # TRL shuffles the batch before cutting it (shuffle_sequence_dict)
+            order = torch.stack([torch.randperm(B, generator=g) for g in gens])  # (R, B)
+            idx, adv, mask = idx.gather(1, order), adv.gather(1, order), mask[rows, order]
+        metrics, _, _ = grpo_update(lambda i=idx: forward(i), adv, mask, opt, num_iterations=mu,
+                                    loss_kwargs=blocks, ref_logp=ref_lp[idx],
+                                    steps_per_generation=spg)
         for name, value in metrics.items():
-            clip[name][:, step] = value
+            logged.setdefault(name, np.full((R, steps), np.nan))[:, step] = value
     out = {k: np.stack([h[k] for _, h in history], -1) for k in history[0][1]}
-    return {**out, "steps": np.array([t for t, _ in history]), **clip, "logits": theta.detach()}
+    return {**out, "steps": np.array([t for t, _ in history]), **logged, "logits": theta.detach()}

@@ -22,10 +22,10 @@ import torch
 import torch.nn.functional as F
 
 from ._validate import check_float, check_int
-from .config import GRPOConfig
+from .config import LOOPS, GRPOConfig, loop_config
 from .loss import kl_estimate, reward_metrics, trl_advantages
 from .optim import Adam
-from .update import METRICS, grpo_update
+from .update import grpo_update
 
 SEP, EOS = 10, 11  # tokens 0-9 are the digits
 VOCAB = 12
@@ -141,6 +141,11 @@ class Completions:
     mask: torch.Tensor
     truncated: torch.Tensor
 
+    def rows(self, order: torch.Tensor) -> Completions:
+        """The completions in the order ``order (B,)``."""
+        return Completions(self.prompts[order], self.tokens[order], self.mask[order],
+                           self.truncated[order])
+
 
 @torch.no_grad()
 def generate(model: TinyLM, prompts: torch.Tensor, gen: torch.Generator,
@@ -213,9 +218,8 @@ def warm_start(seed: int = 0, *, train_prompts: torch.Tensor, steps: int = 150, 
     return model
 
 
-# the capstone's values where TRL's defaults are for billion-weight models
-DEFAULTS = {"learning_rate": 1e-3, "per_device_train_batch_size": 64, "max_steps": 100, "seed": 0,
-            "max_completion_length": MAX_COMPLETION_LENGTH}
+# the capstone's values where TRL's defaults are for billion-weight models (config.LOOPS)
+DEFAULTS = LOOPS["train_grpo"].preset
 
 
 def grpo_step(model: TinyLM, ref: TinyLM, opt: Adam, prompts: torch.Tensor,
@@ -228,20 +232,31 @@ def grpo_step(model: TinyLM, ref: TinyLM, opt: Adam, prompts: torch.Tensor,
     batch = generate(model, prompts.repeat_interleave(G, 0), gen, temp)  # 1. sample
     rewards = reward_fn(batch.prompts, batch.tokens)  # 2. score, (P * G,)
     adv = torch.from_numpy(trl_advantages(rewards, G, cfg.scale_rewards))  # 3.
+    if cfg.float32_advantages:
+        adv = adv.float()
+    if cfg.generation_steps > 1:  # TRL shuffles the batch, then cuts it into mini-batches
+        order = torch.randperm(len(adv), generator=gen)
+        batch, adv = batch.rows(order), adv[order]
     mask = batch.mask
     if cfg.mask_truncated_completions:
         mask = mask * ~batch.truncated[:, None]
     with torch.no_grad():
         ref_logp = token_logps(ref, batch.prompts, batch.tokens, temp)
-    clip, old_logp, entropy = grpo_update(  # 4. mu x (grpo_loss -> Adam step)
-        lambda: logps_and_entropies(model, batch.prompts, batch.tokens, temp),
-        adv, mask, opt, num_iterations=cfg.num_iterations,
-        loss_kwargs=cfg.loss_kwargs(), ref_logp=ref_logp)
+    metrics, old_logp, extras = grpo_update(  # 4. mu x (grpo_loss -> Adam step)
+        lambda: _logps_and_entropies(model, batch, temp), adv, mask, opt,
+        num_iterations=cfg.num_iterations, loss_kwargs=cfg.loss_kwargs(), ref_logp=ref_logp,
+        steps_per_generation=cfg.generation_steps)
     return {**reward_metrics(rewards, G, cfg.scale_rewards),  # 5. TRL's metrics
             "completions/mean_length": float(batch.mask.sum(1).mean()),
             "completions/clipped_ratio": float(batch.truncated.double().mean()),
             "kl": _masked_mean(kl_estimate(old_logp, ref_logp), batch.mask),
-            "entropy": _masked_mean(entropy.detach(), batch.mask), **clip}
+            "entropy": _masked_mean(extras["entropies"].detach(), batch.mask), **metrics}
+
+
+def _logps_and_entropies(model: TinyLM, batch: Completions, temperature: float):
+    """:func:`logps_and_entropies` of ``batch``, the entropies for ``grpo_loss``."""
+    logp, entropies = logps_and_entropies(model, batch.prompts, batch.tokens, temperature)
+    return logp, {"entropies": entropies}
 
 
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
@@ -265,27 +280,27 @@ def train_grpo(start: TinyLM, train_prompts: torch.Tensor, held_out: torch.Tenso
     calls of :func:`grpo_step` on ``per_device_train_batch_size / num_generations`` prompts drawn
     from ``train_prompts (N, 4)`` with a generator seeded by ``seed``; held-out exact pass@1
     every ``eval_every`` steps. ``knobs``: fields of :class:`grpo_core.GRPOConfig` over
-    :data:`DEFAULTS`."""
-    cfg = GRPOConfig(**(DEFAULTS | knobs))
-    steps = check_int(cfg.max_steps, "max_steps", 1)
-    if cfg.kind is not None or cfg.kl_in != "loss" or cfg.kl_estimator == "exact" \
-            or cfg.sync_ref_model or cfg.max_completion_length != MAX_COMPLETION_LENGTH:
-        raise ValueError("the capstone trains with TRL's advantages, the KL in the loss (k1, k2, "
-                         f"k3), a frozen pi_ref and max_completion_length={MAX_COMPLETION_LENGTH}")
+    ``config.LOOPS["train_grpo"]`` (:data:`DEFAULTS`), which lists the fields it reads; any
+    other is refused."""
+    cfg = loop_config("train_grpo", knobs)
+    steps = cfg.max_steps
+    if cfg.kl_estimator == "exact" or cfg.max_completion_length != MAX_COMPLETION_LENGTH:
+        raise ValueError("the capstone trains with the KL in the loss (k1, k2, k3) and "
+                         f"max_completion_length={MAX_COMPLETION_LENGTH}")
     model, ref = copy.deepcopy(start), copy.deepcopy(start).requires_grad_(False)
     opt = Adam(model.parameters(), lr=cfg.learning_rate, betas=(0.9, cfg.adam_beta2))
     gen = torch.Generator().manual_seed(cfg.seed)
-    logs: dict[str, list[float]] = {name: [] for name in METRICS}
+    logs: dict[str, list[float]] = {}
     eval_steps, scores = [], []
     for t in range(steps):
         if t % eval_every == 0:
             eval_steps.append(t)
             scores.append(pass_at_1(model, held_out))
-        n_prompts = cfg.per_device_train_batch_size // cfg.num_generations
+        n_prompts = cfg.per_device_train_batch_size * cfg.generation_steps // cfg.num_generations
         pick = torch.randint(len(train_prompts), (n_prompts,), generator=gen)
         prompts = train_prompts[pick]
         for name, value in grpo_step(model, ref, opt, prompts, gen, cfg, reward_fn).items():
-            logs[name].append(value)
+            logs.setdefault(name, []).append(value)
     eval_steps.append(steps)
     scores.append(pass_at_1(model, held_out))
     metrics = {name: np.array(values) for name, values in logs.items()}

@@ -27,28 +27,24 @@ import torch
 
 from ._validate import check_array, check_int
 from .baselines import _group_advantages, advantages, group_advantages
-from .config import GRPOConfig
+from .config import LOOPS, LOSS_FIELDS, GRPOConfig, loop_config
 from .critic import Critic
-from .loss import grpo_loss, kl_estimate, reward_metrics, trl_advantages
+from .loss import REGISTRY, grpo_loss, kl_estimate, reward_metrics, trl_advantages
 from .optim import Adam
 from .policy import _probs_and_log_probs, log_softmax, sample_from_uniforms, softmax
 from .update import METRICS, grpo_update
 from .world import BETA, D_EMB
 
-# the toy's values where they differ from TRL's defaults (GRPOConfig): logits, not a billion weights
-DEFAULTS = {"max_steps": 300, "learning_rate": 0.05, "beta": BETA, "kind": "group_norm",
-            "scale_rewards": None, "kl_estimator": "exact", "float32_advantages": True,
-            "per_device_train_batch_size": None, "max_completion_length": None}
-PER_RUN = ("num_generations", "beta", "kind", "kl_in", "kl_estimator", "use_bias_correction_kl",
-           "critic_seed")  # the knobs that may differ between the runs of one train_batch call
+PER_RUN = LOOPS["train_batch"].per_run  # the knobs that may differ between one call's runs
 
 
 def toy_config(**knobs) -> GRPOConfig:
-    """The :class:`GRPOConfig` of a tabular run: ``knobs`` over the toy's :data:`DEFAULTS`. The
-    advantage is the book's ``kind`` unless ``scale_rewards`` is given (then TRL's). Chapter 9."""
+    """The :class:`GRPOConfig` of a tabular run: ``knobs`` over the toy's preset
+    (``config.LOOPS["train_batch"]``), refusing the fields it does not read. The advantage is
+    the book's ``kind`` unless ``scale_rewards`` is given (then TRL's). Chapter 9."""
     if knobs.get("scale_rewards") is not None and "kind" not in knobs:
         knobs = knobs | {"kind": None}
-    return GRPOConfig(**(DEFAULTS | knobs))
+    return loop_config("train_batch", knobs)
 
 
 @dataclass(frozen=True)
@@ -205,17 +201,6 @@ def train_batch(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndar
         raise ValueError(f"rewards {rewards.shape} and ref_logits {ref_logits.shape} must both "
                          "have shape (P, A)")
     seed_list = list(seeds) if isinstance(seeds, Sequence | np.ndarray) else [seeds]
-    unknown = set(knobs) - {f.name for f in fields(GRPOConfig)}
-    if unknown:
-        raise TypeError(f"unknown training knob(s): {', '.join(sorted(unknown))}")
-    for name in ("loss_type", "importance_sampling_level"):
-        if isinstance(knobs.get(name), list | tuple | np.ndarray):
-            raise ValueError(f"{name}: one value for all runs in train_batch (per run: "
-                             "train_sequences)")
-    for name, value in _ONE_RUN_ONLY.items():
-        if name in knobs and knobs[name] != value:
-            raise ValueError(f"{name}={knobs[name]!r}: the tabular toy has one-token answers, "
-                             f"one seed per run (seeds) and temperature 1; leave {name} alone")
     defaults = toy_config(**{k: v for k, v in knobs.items() if k not in PER_RUN})
     runs = _broadcast_runs(len(seed_list), **{k: knobs.get(k, getattr(defaults, k))
                                               for k in PER_RUN})
@@ -224,7 +209,6 @@ def train_batch(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndar
     cfg = toy_config(**(knobs | {k: _one_or_all(v) for k, v in runs.items()}))
     rngs = [s if isinstance(s, np.random.Generator)
             else np.random.default_rng(check_int(s, "seeds", 0)) for s in seed_list]
-    check_int(cfg.max_steps, "max_steps", 0)
     if cfg.use_critic:
         emb = check_array(emb, "emb", min_ndim=2)
         if emb.shape != (rewards.shape[0], D_EMB):
@@ -250,10 +234,6 @@ def train_batch(rewards: np.ndarray, emb: np.ndarray | None, ref_logits: np.ndar
             parts.append((sel, _train_block(rewards, emb, ref_logits, [rngs[i] for i in sel],
                                             Gs[sel], block, cfg, policy, metrics)))
     return _assemble(parts, n_runs, Gs, runs, cfg)
-
-
-# knobs of GRPOConfig the tabular toy has no room for: one token per answer, seeds per run
-_ONE_RUN_ONLY = {"mask_truncated_completions": False, "temperature": 1.0, "seed": 42}
 
 
 def _assemble(parts, n_runs, Gs, runs, cfg) -> TrainResult:
@@ -360,19 +340,27 @@ def kl_term(lp, logp, old_logp, ref_lp, ref_logp, mask, estimator: str,
                      use_bias_correction_kl=use_bias_correction_kl)
 
 
-# loss types whose on-policy gradient (mu = 1, one token per answer) is -A / (P G) per answer
-_CLOSED_FORM_LOSSES = ("grpo", "bnpo", "dapo", "dr_grpo")
+# the loss knobs the closed-form step implements: the KL's (exact only), the loss type's
+# normaliser, and the clip's bounds (on-policy the ratio is 1, so the clip never binds). Every
+# other knob of grpo_loss must be at its default, or the step goes through autograd.
+_CLOSED_FORM_READS = ("beta", "kl_estimator", "use_bias_correction_kl", "loss_type",
+                      "max_completion_length", "importance_sampling_level", "epsilon",
+                      "epsilon_high")
 
 
 def _closed_form(cfg: GRPOConfig, runs: dict) -> bool:
     """Whether :func:`_closed_form_grad` is the tabular step's gradient: mu = 1, token level,
-    a loss type of :data:`_CLOSED_FORM_LOSSES`, and in the loss at most one KL term, the exact
-    one (the runs' (estimator, bias correction) pairs with beta > 0 and ``kl_in="loss"``)."""
+    a loss type whose on-policy gradient is ``-A / n_tokens`` (``closed_form`` in
+    :data:`grpo_core.loss.REGISTRY`), every loss knob the step does not implement at its
+    default, and in the loss at most one KL term, the exact one (the runs' (estimator, bias
+    correction) pairs with beta > 0 and ``kl_in="loss"``)."""
     in_loss = {(est, bias) for est, bias, where, beta in zip(
         runs["kl_estimator"], runs["use_bias_correction_kl"], runs["kl_in"], runs["beta"],
         strict=True) if where == "loss" and beta != 0}
-    return (cfg.num_iterations == 1 and cfg.loss_type in _CLOSED_FORM_LOSSES
-            and cfg.importance_sampling_level == "token"
+    others_default = all(getattr(cfg, f.name) == f.default for f in fields(GRPOConfig)
+                         if f.name in LOSS_FIELDS and f.name not in _CLOSED_FORM_READS)
+    return (cfg.num_iterations == 1 and REGISTRY[cfg.loss_type].closed_form
+            and cfg.importance_sampling_level == "token" and others_default
             and len(in_loss) <= 1 and all(est == "exact" for est, _ in in_loss))
 
 
@@ -430,17 +418,22 @@ def _train_block(rewards, emb, ref_logits, rngs, Gs, runs, cfg, policy, log) -> 
     metrics = {name: np.zeros((R, S)) for name in METRICS if not name.startswith("completions")}
     uniforms = _uniforms(rngs, S, P, Gs)
     drawn_r, kl_sampled = np.empty((R, S, P, G)), torch.empty(R, S, P, G, dtype=torch.float64)
-    loss_kwargs = {"epsilon": cfg.epsilon, "epsilon_high": cfg.epsilon_high,  # beta: add_kl
-                   "loss_type": cfg.loss_type, "max_completion_length": cfg.max_completion_length,
-                   "importance_sampling_level": cfg.importance_sampling_level}
+    loss_kwargs = cfg.run(0).loss_kwargs() | {"beta": 0.0}  # each run's KL term: add_kl
+    entropies = cfg.top_entropy_quantile < 1 or cfg.entropy_coef != 0  # grpo_loss needs them
 
-    def forward():  # (R, P G, 1) log pi of the sampled answers (one token each), (R, P, A)
+    def forward():  # (R, P G, 1) log pi of the sampled answers (one token each); lp (R, P, A)
         lp = torch.log_softmax(policy(), -1)
-        return lp.gather(-1, idx).reshape(R, P * G, 1), lp
+        extras = {"lp": lp}
+        if entropies:  # an answer's one token: the entropy of pi(. | its prompt)
+            H = -(lp.exp() * lp).sum(-1)  # (R, P)
+            extras["entropies"] = H[..., None].expand(R, P, G).reshape(R, P * G, 1)
+        return lp.gather(-1, idx).reshape(R, P * G, 1), extras
 
     in_loss = [(est, bias, b) for (est, bias), b in in_loss.items() if b.any()]  # in use
     in_reward = [(est, b) for (est, _), b in in_reward.items() if b.any()]
-    need_lp = log or any(est in ("k2", "k3") for est, _ in in_reward)  # sampled log-probs
+    # the sampled log-probs: for the log, and for an estimator of the reward's penalty (k1 and
+    # "exact" read the log-ratio table below)
+    need_lp = log or any(est not in ("k1", "exact") for est, _ in in_reward)
     need_ref = need_lp or any(est != "exact" for est, _, _ in in_loss)
     closed_form = tabular and _closed_form(cfg, runs)
     if closed_form:  # the loss's normaliser and each run's weight of the exact KL's gradient
@@ -448,7 +441,8 @@ def _train_block(rewards, emb, ref_logits, rngs, Gs, runs, cfg, policy, log) -> 
         n_tokens = torch.tensor(P * Gs * (length or 1), dtype=torch.float64)  # one token each
         kl_weight = in_loss[0][2][:, None, None].expand(R, P, A) / P if in_loss else None
 
-    def add_kl(loss, logp, old_logp, lp):  # each run's beta x its KL term: linear in beta
+    def add_kl(loss, logp, old_logp, extras):  # each run's beta x its KL term: linear in beta
+        lp = extras["lp"]
         for est, bias, beta_l in in_loss:
             loss = loss + beta_l * kl_term(lp, logp, old_logp, ref_lp, ref_logp, mask, est,
                                             bias, cfg.loss_type)

@@ -25,14 +25,13 @@ import torch
 
 from . import loss as _loss
 from . import tiny_lm as T
+from .config import LOSS_FIELDS, GRPOConfig
 
 if TYPE_CHECKING:  # annotations only: importing this module never imports them
     from datasets import Dataset
     from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast
     from trl import GRPOConfig as TRLConfig
     from trl import GRPOTrainer
-
-    from .config import GRPOConfig
 
 TEXT = {**{d: str(d) for d in range(10)}, T.SEP: "=", T.EOS: "<eos>"}  # token id -> text
 
@@ -149,17 +148,16 @@ def sort_reward(prompts: Sequence[str], completions: Sequence[str],
 def trl_config(cfg: GRPOConfig, *, output_dir: str, **overrides: Any) -> TRLConfig:
     """TRL's ``GRPOConfig`` for the run the book's loop makes of ``cfg``: every knob under the same
     name (:meth:`grpo_core.GRPOConfig.trl_kwargs`, which adds the ``TrainingArguments`` values
-    that would otherwise change the loop: a constant learning rate, no clipping, float64 on a
-    CPU, a log every step, no checkpoints). One count differs: the book's ``max_steps`` counts
-    sampled batches, TRL's counts optimizer steps, ``num_iterations`` per batch.
+    that would otherwise change the loop: a constant learning rate, no clipping, no bf16 on a
+    CPU, a log every step, no checkpoints, and counts ``max_steps`` in optimizer steps, TRL's
+    count). The weights stay float64, but TRL's fused LM head returns float32 log-probs.
     ``overrides`` replace any value. Chapter 16."""
     _require()
     from trl import GRPOConfig as TRLGRPOConfig
 
     return TRLGRPOConfig(**{
         **cfg.trl_kwargs(),
-        "max_steps": cfg.max_steps * cfg.num_iterations,
-        "disable_tqdm": True,  # no progress bar (TRL's default False)
+        "disable_tqdm": True,  # no progress bar (TRL's default follows the log level)
         "output_dir": output_dir,  # required; nothing is saved there (save_strategy="no")
         **overrides,
     })
@@ -208,9 +206,11 @@ def make_trainer(start: T.TinyLM, train_prompts: torch.Tensor, args: TRLConfig, 
         processing_class=make_tokenizer(),  # TRL would otherwise fetch one from the Hub
     )
     trainer.remove_callback(PrinterCallback)  # the log stays in trainer.state.log_history
-    if held_out is not None:
-        trainer.add_callback(_held_out_callback(held_out, eval_every * args.num_iterations,
-                                                args.num_iterations, trainer))
+    if held_out is not None:  # optimizer steps per generation batch (grpo_trainer.py 1538-1539)
+        per_batch = (args.num_iterations * args.steps_per_generation
+                     // args.gradient_accumulation_steps)
+        trainer.add_callback(_held_out_callback(held_out, eval_every * per_batch, per_batch,
+                                                trainer))
     trainer.loss_checks = []
     if loss_checks:
         _hook_loss_checks(trainer, loss_checks)
@@ -247,26 +247,31 @@ class LossCheck:
     lengths: tuple[int, int]  # the shortest and longest completion of the batch, in tokens
 
 
-def book_loss(logp: torch.Tensor, inputs: Mapping[str, Any], args: TRLConfig) -> torch.Tensor:
+def book_loss(logp: torch.Tensor, inputs: Mapping[str, Any], args: TRLConfig,
+              entropies: torch.Tensor | None = None) -> torch.Tensor:
     """``grpo_core.grpo_loss`` on what TRL's ``_compute_loss`` used (TRL 1.16
     ``grpo_trainer.py`` lines 3020-3190): the per-token log-probs ``logp (B, T)`` with their
-    graph, and from TRL's batch ``inputs`` pi_old's and pi_ref's log-probs (absent -> ``None``,
-    as TRL then uses ``logp.detach()``), the advantages ``(B,)`` and the completion mask.
-    Chapter 16."""
+    graph and ``entropies``, and from TRL's batch ``inputs`` pi_old's and pi_ref's log-probs
+    (absent -> ``None``, as TRL then uses ``logp.detach()``), the advantages ``(B,)``, the
+    completion mask and the normaliser. The loss knobs are read from ``args`` by their names,
+    which are the book's: ``GRPOConfig.loss_kwargs()`` maps them, as in every loop. Chapter 16."""
+    knobs = GRPOConfig(**{name: getattr(args, name) for name in LOSS_FIELDS if hasattr(args, name)})
     return _loss.grpo_loss(
         logp, inputs.get("old_per_token_logps"), inputs.get("ref_per_token_logps"),
-        inputs["advantages"], inputs["completion_mask"].to(logp.dtype), beta=args.beta,
-        epsilon=args.epsilon, epsilon_high=args.epsilon_high, loss_type=args.loss_type,
-        importance_sampling_level=args.importance_sampling_level,
-        max_completion_length=args.max_completion_length,
-        use_bias_correction_kl=args.use_bias_correction_kl)
+        inputs["advantages"], inputs["completion_mask"].to(logp.dtype), entropies=entropies,
+        sampling_per_token_logps=inputs.get("sampling_per_token_logps"),
+        importance_sampling_ratio=inputs.get("importance_sampling_ratio"),
+        num_items_in_batch=inputs["num_items_in_batch"],
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        steps_per_generation=args.steps_per_generation, **knobs.loss_kwargs())
 
 
 def loss_check(loss: torch.Tensor, logp: torch.Tensor, inputs: Mapping[str, Any],
-               args: TRLConfig, params: Sequence[torch.Tensor]) -> LossCheck:
+               args: TRLConfig, params: Sequence[torch.Tensor],
+               entropies: torch.Tensor | None = None) -> LossCheck:
     """TRL's ``loss`` against :func:`book_loss` on the same tensors: value, and gradient with
     respect to ``params`` (both through the same autograd graph, which is kept). Chapter 16."""
-    book = book_loss(logp, inputs, args)
+    book = book_loss(logp, inputs, args, entropies)
     mask = inputs["completion_mask"].bool()
     old = inputs.get("old_per_token_logps")
     ratio = torch.ones_like(logp) if old is None else (logp.detach() - old).exp()
@@ -291,7 +296,7 @@ def _hook_loss_checks(trainer: GRPOTrainer, n: int) -> None:
     def logps_hook(*args, **kwargs):
         out = get_logps(*args, **kwargs)
         if kwargs.get("compute_entropy"):
-            kept["logp"] = out[0]
+            kept["logp"], kept["entropies"] = out[0], out[1]
         return out
 
     def loss_hook(model, inputs):
@@ -299,7 +304,7 @@ def _hook_loss_checks(trainer: GRPOTrainer, n: int) -> None:
         if len(trainer.loss_checks) < n:
             params = [p for p in model.parameters() if p.requires_grad]
             trainer.loss_checks.append(loss_check(loss, kept["logp"], inputs, trainer.args,
-                                                  params))
+                                                  params, kept["entropies"]))
         return loss
 
     trainer._get_per_token_logps_and_entropies = logps_hook

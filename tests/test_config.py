@@ -21,7 +21,7 @@ def test_trl_fields_have_trls_defaults():
     trl = pytest.importorskip("trl")
     theirs = {f.name: f.default for f in dataclasses.fields(trl.GRPOConfig)}
     ours = [f for f in dataclasses.fields(gc.GRPOConfig) if f.metadata["trl"] is not None]
-    assert len(ours) == 20 + 15  # + the chapter-17 block
+    assert len(ours) == 21 + 16  # + the chapter-17 block
     for f in ours:
         assert f.name in theirs, f.name
         assert f.default == theirs[f.name], (f.name, f.default, theirs[f.name])
@@ -67,6 +67,7 @@ CHAPTERS = {
     "importance_sampling_level": (13,), "scale_rewards": (7, 11, 14),
     "use_bias_correction_kl": (12,), "max_completion_length": (13,),
     "mask_truncated_completions": (13,), "temperature": (15,), "sync_ref_model": (6, 9),
+    "steps_per_generation": (13, 16, 17), "use_vllm": (16, 17),
     "ref_model_sync_steps": (6, 9), "ref_model_mixup_alpha": (6, 9), "kind": (2, 3, 7),
     "kl_estimator": (6, 12), "kl_in": (6, 9), "dynamic_sampling": (11,), "max_redraws": (11,),
     "use_critic": (4, 8), "train_critic": (4, 8), "critic_lr": (4,), "critic_seed": (4,),
@@ -96,8 +97,10 @@ def test_trl_kwargs_build_a_trl_config_that_trains_as_the_book():
         warnings.simplefilter("error", FutureWarning)  # no deprecated name is passed
         t = trl.GRPOConfig(output_dir=tempfile.mkdtemp(), **kw)
     for name in ("num_generations", "learning_rate", "beta", "num_iterations", "epsilon_high",
-                 "loss_type", "scale_rewards", "max_steps", "per_device_train_batch_size"):
+                 "loss_type", "scale_rewards", "per_device_train_batch_size"):
         assert getattr(t, name) == getattr(cfg, name), name
+    # the book's loop counts generation batches, TRL optimizer steps: mu of them per batch
+    assert t.max_steps == 600 == cfg.max_steps * cfg.num_iterations
     # the loop TRL runs is the book's: constant LR, no clipping, no bf16, no checkpointing,
     # one optimiser step per generated batch, a log every step
     assert t.lr_scheduler_type == "constant" and t.max_grad_norm == 0.0 and t.bf16 is False
@@ -192,8 +195,13 @@ def test_valid_corners_are_accepted():
                   {"num_generations": 1, "kind": "group", "scale_rewards": None,
                    "per_device_train_batch_size": 1},
                   {"max_completion_length": 1, "ref_model_sync_steps": 1, "num_iterations": 1},
-                  {"use_critic": True}):
+                  {"use_critic": True},
+                  # TRL: only the generation batch holds whole groups (grpo_config.py 1131-1135)
+                  {"per_device_train_batch_size": 2, "steps_per_generation": 4},
+                  {"per_device_train_batch_size": 1, "steps_per_generation": 8}):
         gc.GRPOConfig(**knobs)
+    with pytest.raises(ValueError, match="must divide the generation batch"):
+        gc.GRPOConfig(per_device_train_batch_size=2, steps_per_generation=3)
 
 
 def test_field_table_rows():

@@ -1,11 +1,8 @@
-"""grpo_loss and trl_advantages against a transcription of TRL 1.16's own code.
-
-The reference functions below transcribe, line for line, ``trl/trainer/grpo_trainer.py`` of
-trl==1.16.0 (``pip download --no-deps trl==1.16.0``): ``GRPOTrainer._compute_loss`` (lines
-3083-3180: ratio, clip, KL, aggregation) for one process without gradient accumulation
-(``current_gradient_accumulation_steps = steps_per_generation = num_processes = 1``, so the
-"dapo" normaliser ``num_items_in_batch`` is ``mask.sum()``), and the advantage block of
-``_generate_and_score_completions`` (lines 2762-2788) with ``nanstd`` from ``trl/trainer/utils.py``.
+"""grpo_loss and trl_advantages against TRL 1.16's own code, as ``tests/trl_reference.py``
+transcribes it (``GRPOTrainer._compute_loss`` and the advantage block of
+``_generate_and_score_completions``; ``tests/test_trl_reference.py`` checks the transcription
+against the installed TRL, line by line), for one process without gradient accumulation (the
+"dapo" normaliser ``num_items_in_batch`` is ``mask.sum()``).
 """
 
 import itertools
@@ -13,63 +10,23 @@ import itertools
 import numpy as np
 import pytest
 import torch
-from trl_reference import nanstd  # TRL 1.16 utils.py 1021-1050, transcribed once
+import trl_reference as trl
 
 import grpo_core as gc
 from grpo_core.loss import importance_ratio
 
 
-def trl_compute_loss(per_token_logps, old_per_token_logps, ref_per_token_logps, advantages,
-                     mask, *, beta, epsilon_low, epsilon_high, loss_type,
-                     importance_sampling_level, max_completion_length, use_bias_correction_kl):
-    if advantages.dim() == 1:
-        advantages = advantages.unsqueeze(1)
-    old_per_token_logps = (per_token_logps.detach() if old_per_token_logps is None
-                           else old_per_token_logps)
-    log_ratio = per_token_logps - old_per_token_logps
-    if importance_sampling_level == "token":
-        log_importance_weights = log_ratio
-    elif importance_sampling_level == "sequence":
-        log_importance_weights = (log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
-        log_importance_weights = log_importance_weights.unsqueeze(-1)
-    coef_1 = torch.exp(log_importance_weights)
-    if beta != 0.0:
-        per_token_kl = (torch.exp(ref_per_token_logps - per_token_logps)
-                        - (ref_per_token_logps - per_token_logps) - 1)
-        if use_bias_correction_kl:
-            per_token_kl = per_token_kl * coef_1
-    coef_2 = torch.clamp(coef_1, 1 - epsilon_low, 1 + epsilon_high)
-    per_token_loss1 = coef_1 * advantages
-    per_token_loss2 = coef_2 * advantages
-    per_token_loss = -torch.min(per_token_loss1, per_token_loss2)
-    if beta != 0.0:
-        per_token_loss = per_token_loss + beta * per_token_kl
-    if loss_type == "grpo":
-        return ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
-    if loss_type == "bnpo":
-        return (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)
-    if loss_type == "dr_grpo":
-        return (per_token_loss * mask).sum() / (per_token_loss.size(0) * max_completion_length)
-    if loss_type == "dapo":
-        normalizer = mask.sum().clamp(min=1.0)  # num_items_in_batch, one process
-        return (per_token_loss * mask).sum() / normalizer
-    raise AssertionError(loss_type)
-
-
+def trl_compute_loss(logp, old, ref, adv, mask, *, epsilon_high, **knobs):
+    """TRL's loss on these tensors (TRL's defaults, one process)."""
+    inputs = dict(completion_mask=mask, advantages=adv, old_per_token_logps=old,
+                  ref_per_token_logps=ref, num_items_in_batch=mask.sum())
+    return trl.TRLGRPOLoss(epsilon_high=epsilon_high, **knobs)._compute_loss(logp, None, inputs)
 
 
 def trl_advantages_ref(rewards, num_generations, scale_rewards):
-    mean_grouped = torch.nanmean(rewards.view(-1, num_generations), dim=1)
-    mean_grouped = mean_grouped.repeat_interleave(num_generations, dim=0)
-    if scale_rewards in ["group", "none"]:
-        std_rewards = nanstd(rewards.view(-1, num_generations), dim=1)
-        std_rewards = std_rewards.repeat_interleave(num_generations, dim=0)
-    else:
-        std_rewards = nanstd(rewards).expand_as(rewards)
-    advantages = rewards - mean_grouped
-    if scale_rewards != "none":
-        advantages = advantages / (std_rewards + 1e-4)
-    return advantages
+    """TRL's advantages of one reward function's rewards ``(B,)``."""
+    return trl.rewards_and_advantages(rewards[:, None], num_generations,
+                                      scale_rewards=scale_rewards)[0]
 
 
 def _batch(seed, B=6, T=5, off_policy=True):
@@ -96,8 +53,7 @@ def test_grpo_loss_matches_trl(loss_type, level, beta, eps_high, bias_kl, off_po
         ours = gc.grpo_loss(logp, old, ref, adv, mask, epsilon=0.2, epsilon_high=eps_high,
                             max_completion_length=7, use_bias_correction_kl=bias_kl, **kw)
         (g_ours,) = torch.autograd.grad(ours, logp)
-        theirs = trl_compute_loss(logp, old, ref, adv, mask, epsilon_low=0.2,
-                                  epsilon_high=0.2 if eps_high is None else eps_high,
+        theirs = trl_compute_loss(logp, old, ref, adv, mask, epsilon=0.2, epsilon_high=eps_high,
                                   max_completion_length=7, use_bias_correction_kl=bias_kl, **kw)
         (g_theirs,) = torch.autograd.grad(theirs, logp)
         torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-14)

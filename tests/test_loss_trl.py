@@ -694,3 +694,71 @@ def test_normalize_then_sum_advantages_are_a_batch_z_score_of_any_rewards():
     t = torch.tensor(r)
     theirs = torch.nan_to_num((t - torch.nanmean(t)) / (trl.nanstd(t) + 1e-4), nan=0.0)
     np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("loss_type", L.ALL_LOSS_TYPES)
+def test_metrics_are_what_trl_logs(loss_type):
+    """grpo_loss(..., return_info=True) reports what TRL's _compute_loss logs for the loss type
+    (lines 3254-3290), from the same ratio: clip_ratio/* for the clip family only,
+    cispo_clip_ratio, vespo/phi_seq_mean (vLLM's weight and the knobs included); "sapo", for
+    which TRL logs nothing, gets the book's sapo/gate_share. Off-policy, some A = 0, token and
+    sequence level, with delta."""
+    logged = ("clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean",
+              "cispo_clip_ratio", "vespo/phi_seq_mean")
+    seen: dict[str, float] = {}
+    for seed, level, delta, is_mode in itertools.product(
+            range(2), ("token", "sequence"), (None, 1.3), (None, "token_truncate")):
+        b = make_batch(seed, empty_row=True)
+        b["adv"][2:4] = 0.0  # dead groups: A = 0 counts on neither side
+        knobs = dict(loss_type=loss_type, importance_sampling_level=level, delta=delta,
+                     epsilon_high=1.1 if loss_type == "cispo" else 0.28, vespo_k_pos=1.5)
+        isr = None if is_mode is None else L.vllm_importance_sampling_ratio(
+            b["old"], b["sampling"], b["mask"], is_mode, clip_max=1.5)
+        _, info = gc.grpo_loss(b["logp"], b["old"], None, b["adv"], b["mask"],
+                               importance_sampling_ratio=isr, return_info=True, **knobs)
+        ref = trl.TRLGRPOLoss(use_vllm=isr is not None, **knobs)
+        ref._compute_loss(b["logp"], b["ent"], dict(
+            completion_mask=b["mask"], advantages=b["adv"], old_per_token_logps=b["old"],
+            num_items_in_batch=b["mask"].sum(), importance_sampling_ratio=isr))
+        theirs = {k: v[-1] for k, v in ref._metrics["train"].items() if k in logged}
+        if loss_type == "sapo":
+            assert theirs == {} and set(info) == {"sapo/gate_share"}
+            assert 0 < info["sapo/gate_share"] < 1
+            continue
+        assert set(info) == set(theirs), (set(info), set(theirs))
+        for k, v in theirs.items():
+            assert info[k] == pytest.approx(v, rel=1e-6, abs=1e-12), k
+            seen[k] = max(seen.get(k, 0.0), info[k])
+    assert all(v > 0 for v in seen.values())  # each metric is not always 0 here
+
+
+def test_sapo_gate_share_is_one_minus_the_mean_slope():
+    """The book's sapo/gate_share: 1 - mean over real tokens of 4 sigma'(tau (ratio - 1)), the
+    gate's slope relative to its on-policy 1 (0 at ratio 1); per sequence for a sequence ratio."""
+    b = make_batch(3)
+    b["adv"][:2] = 0.0  # A = 0 takes sapo_temperature_neg, as TRL's where(A > 0, pos, neg)
+    for level in ("token", "sequence"):
+        _, info = gc.grpo_loss(b["logp"], b["old"], None, b["adv"], b["mask"], loss_type="sapo",
+                               importance_sampling_level=level, sapo_temperature_pos=2.0,
+                               return_info=True)
+        ratio = L.importance_ratio(b["logp"].detach(), b["old"], b["mask"], level)
+        tau = torch.where(b["adv"][:, None] > 0, 2.0, 1.05)
+        s = torch.sigmoid(tau * (ratio - 1))
+        slope = (4 * s * (1 - s)).expand_as(b["mask"]) if level == "token" else 4 * s * (1 - s)
+        w = b["mask"] if level == "token" else torch.ones_like(slope)
+        assert info["sapo/gate_share"] == pytest.approx(
+            float(1 - (slope * w).sum() / w.sum()), rel=1e-12)
+        _, on = gc.grpo_loss(b["logp"], None, None, b["adv"], b["mask"], loss_type="sapo",
+                             importance_sampling_level=level, return_info=True)
+        assert on["sapo/gate_share"] == 0.0
+
+
+def test_cispo_clip_ratio_counts_ratios_strictly_above_the_cap():
+    """TRL's (coef_1 > epsilon_high) & (A > 0): on-policy the ratio is exactly 1, so a cap of 1
+    clips nothing and a cap below 1 clips every token with A > 0."""
+    b = make_batch(4)
+    for cap, want in ((1.0, 0.0), (0.5, float((b["mask"] * (b["adv"] > 0)[:, None]).sum()
+                                             / b["mask"].sum()))):
+        _, info = gc.grpo_loss(b["logp"], None, None, b["adv"], b["mask"], loss_type="cispo",
+                               epsilon_high=cap, return_info=True)
+        assert info["cispo_clip_ratio"] == pytest.approx(want, abs=1e-15) and want < 1

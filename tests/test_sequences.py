@@ -221,7 +221,7 @@ def test_training_mu_and_gspo(world):
                              torch.Generator()), "generators"),
     (lambda: sq.sample_batch(sq.make_sequence_world(2, 3), torch.zeros(7, 3), 4,
                              np.random.default_rng(0)), "generators"),
-    (lambda: sq.train_sequences(sq.make_sequence_world(2, 3), [0], max_steps=0), "max_steps"),
+    (lambda: sq.train_sequences(sq.make_sequence_world(2, 3), [0], max_steps=-1), "max_steps"),
     (lambda: sq.train_sequences(sq.make_sequence_world(2, 3), [0], kl_estimator="exact"),
      "KL in the loss"),
     (lambda: sq.train_sequences(sq.make_sequence_world(2, 3), [0], num_generations=1),

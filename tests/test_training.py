@@ -477,6 +477,39 @@ def test_closed_form_only_where_it_is_the_gradient(options, closed, monkeypatch)
     assert calls  # a policy module: always autograd
 
 
+@pytest.mark.parametrize("knob", sorted(set(gc.config.LOSS_FIELDS)
+                                         - set(gc.training._CLOSED_FORM_READS)))
+def test_closed_form_needs_every_loss_knob_it_does_not_implement_at_its_default(knob,
+                                                                              monkeypatch):
+    """A loss knob the closed-form step does not write out (chapter 17's block, a future one)
+    sends the step through autograd, which reads it: the fast path cannot drop a knob."""
+    value = {"delta": 0.5, "top_entropy_quantile": 0.5, "entropy_coef": 0.1,
+             "off_policy_mask_threshold": -1.0}.get(knob, 4.0)  # sapo/vespo: no effect on dapo
+    cfg = gc.training.toy_config(**{knob: value})
+    runs = {k: np.array(cfg.values(k), dtype=object) for k in gc.training.PER_RUN}
+    assert gc.training._closed_form(gc.training.toy_config(), runs)
+    assert not gc.training._closed_form(cfg, runs)
+    if knob in ("delta", "top_entropy_quantile", "entropy_coef", "off_policy_mask_threshold"):
+        calls = []
+        monkeypatch.setattr(gc.training, "grpo_update",
+                            lambda *a, **k: calls.append(1) or gc.update.grpo_update(*a, **k))
+        with_knob = gc.train_batch(*ARGS, [0], max_steps=3, **{knob: value})
+        assert calls and not np.array_equal(with_knob.logits,
+                                            gc.train_batch(*ARGS, [0], max_steps=3).logits)
+
+
+def test_an_estimator_in_the_reward_needs_no_listing(monkeypatch):
+    """The reward's KL penalty reads the sampled log-probs for any estimator but k1 (and the
+    exact KL, which is k1 there): a new estimator "k4" (here k2 under another name) reaches
+    them without being listed in the loop."""
+    k2 = gc.train_batch(*ARGS, [0], max_steps=3, kl_in="reward", kl_estimator="k2", beta=0.1)
+    monkeypatch.setattr(gc.config, "TRAIN_KL_ESTIMATORS", (*gc.config.TRAIN_KL_ESTIMATORS, "k4"))
+    monkeypatch.setattr(gc.training, "kl_estimate", lambda lp, ref, est="k3": gc.loss.kl_estimate(
+        lp, ref, "k2" if est == "k4" else est))
+    k4 = gc.train_batch(*ARGS, [0], max_steps=3, kl_in="reward", kl_estimator="k4", beta=0.1)
+    np.testing.assert_array_equal(k2.logits, k4.logits)
+
+
 @pytest.mark.parametrize("options, blocks", [
     (dict(), 1), (dict(metrics=True), 3), (dict(use_critic=True), 3),
     (dict(dynamic_sampling=True), 3), (dict(num_iterations=2), 3),

@@ -141,9 +141,12 @@ def test_config_carries_the_books_knobs_and_counts_optimizer_steps(tmp_path):
     args = B.trl_config(cfg, output_dir=str(tmp_path))
     for name, value in cfg.trl_kwargs().items():
         ours = getattr(args, name)
-        if name not in ("max_steps", "report_to"):  # report_to "none" is stored as []
-            assert str(getattr(ours, "value", ours)) == str(value), name
+        if name not in ("report_to", "steps_per_generation"):  # "none" is stored as []; None:
+            assert str(getattr(ours, "value", ours)) == str(value), name  # TRL sets gas, 1
     assert args.per_device_train_batch_size == 64 and args.max_steps == 60  # 30 batches x mu 2
+    spg = B.trl_config(book_config(max_steps=30, per_device_train_batch_size=16,
+                                   steps_per_generation=4), output_dir=str(tmp_path))
+    assert spg.max_steps == 30 * 2 * 4 and spg.generation_batch_size == 64  # 4 steps a batch
     assert args.generation_batch_size == 64 and args.steps_per_generation == 1
     assert args.max_completion_length == T.MAX_COMPLETION_LENGTH and args.seed == 5
     assert (args.use_cpu, args.bf16, args.max_grad_norm) == (True, False, 0.0)
@@ -173,6 +176,15 @@ CONFIGS = {
         importance_sampling_level="sequence", loss_type="grpo", epsilon_high=0.28,
         learning_rate=1e-2, temperature=2.5, num_iterations=4),
     "beta 0.04 (a reference model)": dict(beta=0.04, temperature=2.5),
+    # TRL's other loss types and chapter 17's knobs (the entropies of TRL's forward pass too)
+    "cispo, ScaleRL's cap": dict(loss_type="cispo", epsilon_high=5.0, temperature=2.5),
+    "sapo": dict(loss_type="sapo", temperature=2.5, learning_rate=1e-2),
+    "luspo, sequence-level ratio": dict(loss_type="luspo", importance_sampling_level="sequence",
+                                        temperature=2.5),
+    "vespo": dict(loss_type="vespo", temperature=2.5, learning_rate=1e-2),
+    "delta, entropy mask and bonus, off-policy mask": dict(
+        delta=1.05, top_entropy_quantile=0.5, entropy_coef=0.01, off_policy_mask_threshold=0.0,
+        temperature=2.5, learning_rate=1e-2),
 }
 
 

@@ -11,10 +11,15 @@ normaliser ``num_items_in_batch`` is passed in as TRL computes it, over all proc
 - ``get_high_entropy_mask``: ``grpo_trainer.py`` lines 1380-1416
 - ``get_off_policy_mask``:  lines 2945-2970
 - ``get_gamma_weights``:    lines 2972-3018
-- ``_compute_loss``:        lines 3020-3245 (the loss; the logged metrics after it are left out)
+- ``_compute_loss``:        lines 3020-3290 (the loss and the metrics it logs; the adaptive
+  entropy coefficient and the auxiliary loss are left out)
 - vLLM's importance-sampling ratio: lines 2658-2703
 - reward/advantage block of ``_generate_and_score_completions``: lines 2755-2810
-- ``nanstd``: ``utils.py`` lines 1021-1050
+- ``nanstd``, ``nanmin``, ``nanmax``: ``utils.py`` lines 1021-1050, 1124-1155
+
+Lines that could not stay verbatim (TRL's ``self.`` state made parameters, the model forward
+replaced by tensors passed in) end with ``# adapted``; ``tests/test_trl_reference.py`` checks
+every other line against the installed TRL's source.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ class _Accelerator:
         return x
 
     def gather(self, x):
+        return x
+
+    def reduce(self, x, reduction="sum"):
         return x
 
 
@@ -126,7 +134,7 @@ class TRLGRPOLoss:
 
     # grpo_trainer.py 3020-3245; lines 3022-3046 (the model forward) replaced by the arguments
     def _compute_loss(self, per_token_logps, entropies, inputs):
-        completion_mask = inputs["completion_mask"]
+        completion_mask = inputs["completion_mask"]  # adapted
         mask = completion_mask if "tool_mask" not in inputs else completion_mask * inputs["tool_mask"]
 
         if self.top_entropy_quantile < 1.0:
@@ -157,7 +165,7 @@ class TRLGRPOLoss:
             log_importance_weights = (log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
             log_importance_weights = log_importance_weights.unsqueeze(-1)
         else:
-            raise ValueError(self.importance_sampling_level)
+            raise ValueError(self.importance_sampling_level)  # adapted
 
         coef_1 = torch.exp(log_importance_weights)
 
@@ -242,10 +250,49 @@ class TRLGRPOLoss:
                 (entropies * effective_mask).sum() / effective_mask.sum().clamp(min=1.0) / accumulation_factor
             )
             if self.use_adaptive_entropy:
-                raise NotImplementedError  # adaptive control is state across steps, not the loss
+                raise NotImplementedError  # adapted: adaptive control is state across steps, not the loss
             else:
                 apply_coef = self.entropy_coef
             loss = loss - apply_coef * entropy_loss
+
+        # Log the metrics
+        def masked_seq_mean(x):
+            if x.shape[1] == 1:  # when importance_sampling_level == "sequence": already one value per sequence
+                return x.squeeze(1)
+            return (x * mask).sum(-1) / mask.sum(-1)
+
+        def global_masked_mean(x):
+            if x.shape[1] == 1:  # when importance_sampling_level == "sequence": one value per sequence
+                local_sum, local_count = x.sum(), torch.tensor(float(x.shape[0]), device=x.device)
+            else:
+                local_sum, local_count = (x * mask).sum(), mask.sum().float()
+            totals = self.accelerator.reduce(torch.stack([local_sum, local_count]), reduction="sum")
+            return (totals[0] / totals[1].clamp(min=1.0)).item()
+
+        if self.beta != 0.0:
+            self._metrics[mode]["kl"].append(global_masked_mean(per_token_kl))
+
+        if entropies is not None:  # adapted: the forward pass's entropies may not be given
+            self._metrics[mode]["entropy"].append(global_masked_mean(entropies))
+
+        if self.loss_type in ["grpo", "bnpo", "dr_grpo", "dapo", "luspo"]:
+            # Compute the clipped probability ratios
+            is_low_clipped = (coef_1 < 1 - self.epsilon_low) & (advantages < 0)
+            is_high_clipped = (coef_1 > 1 + self.epsilon_high) & (advantages > 0)
+            is_region_clipped = is_low_clipped | is_high_clipped
+            self._metrics[mode]["clip_ratio/low_mean"].append(global_masked_mean(is_low_clipped.float()))
+            self._metrics[mode]["clip_ratio/high_mean"].append(global_masked_mean(is_high_clipped.float()))
+            self._metrics[mode]["clip_ratio/region_mean"].append(global_masked_mean(is_region_clipped.float()))
+            gathered_low_clip = self.accelerator.gather(masked_seq_mean(is_low_clipped.float()))
+            self._metrics[mode]["clip_ratio/low_min"].append(nanmin(gathered_low_clip).item())
+            gathered_high_clip = self.accelerator.gather(masked_seq_mean(is_high_clipped.float()))
+            self._metrics[mode]["clip_ratio/high_max"].append(nanmax(gathered_high_clip).item())
+        elif self.loss_type == "cispo":
+            is_cispo_clipped = (coef_1 > self.epsilon_high) & (advantages > 0)
+            self._metrics[mode]["cispo_clip_ratio"].append(global_masked_mean(is_cispo_clipped.float()))
+        elif self.loss_type == "vespo":
+            self._metrics[mode]["vespo/phi_seq_mean"].append(global_masked_mean(phi_seq))
+
         return loss
 
 
@@ -254,30 +301,43 @@ def vllm_importance_sampling_ratio(old_per_token_logps, sampling_per_token_logps
                                    vllm_importance_sampling_clip_min=None,
                                    vllm_importance_sampling_clip_max=3.0):
     """grpo_trainer.py 2658-2703 (``tool_mask`` None)."""
-    mask = completion_mask
+    mask = completion_mask  # adapted
     per_token_logps_diff = (old_per_token_logps - sampling_per_token_logps) * mask
     per_token_logps_diff = torch.nan_to_num(per_token_logps_diff, nan=0.0)
-    sequence_level_is = vllm_importance_sampling_mode in ["sequence_mask", "sequence_truncate"]
+    sequence_level_is = vllm_importance_sampling_mode in ["sequence_mask", "sequence_truncate"]  # adapted
     if sequence_level_is:
         per_sequence_logps_diff = per_token_logps_diff.sum(dim=-1, keepdim=True)
         logps_diff = per_sequence_logps_diff
     else:
         logps_diff = per_token_logps_diff
     vllm_importance_sampling_ratio = torch.exp(logps_diff)
-    if vllm_importance_sampling_mode in ["sequence_truncate", "token_truncate"]:
+    if vllm_importance_sampling_mode in ["sequence_truncate", "token_truncate"]:  # adapted
         vllm_importance_sampling_ratio = torch.clamp(
             vllm_importance_sampling_ratio,
-            min=vllm_importance_sampling_clip_min,
-            max=vllm_importance_sampling_clip_max,
+            min=vllm_importance_sampling_clip_min,  # adapted
+            max=vllm_importance_sampling_clip_max,  # adapted
         )
-    elif vllm_importance_sampling_mode in ["sequence_mask", "token_mask"]:
-        min_val = vllm_importance_sampling_clip_min if vllm_importance_sampling_clip_min is not None else -math.inf
-        max_val = vllm_importance_sampling_clip_max if vllm_importance_sampling_clip_max is not None else math.inf
-        invalid_mis_mask = (vllm_importance_sampling_ratio < min_val) | (vllm_importance_sampling_ratio > max_val)
-        vllm_importance_sampling_ratio = vllm_importance_sampling_ratio.masked_fill(invalid_mis_mask, value=0.0)
+    elif vllm_importance_sampling_mode in ["sequence_mask", "token_mask"]:  # adapted
+        min_val = vllm_importance_sampling_clip_min if vllm_importance_sampling_clip_min is not None else -math.inf  # adapted
+        max_val = vllm_importance_sampling_clip_max if vllm_importance_sampling_clip_max is not None else math.inf  # adapted
+        invalid_mis_mask = (vllm_importance_sampling_ratio < min_val) | (vllm_importance_sampling_ratio > max_val)  # adapted
+        vllm_importance_sampling_ratio = vllm_importance_sampling_ratio.masked_fill(invalid_mis_mask, value=0.0)  # adapted
     else:
-        raise ValueError(vllm_importance_sampling_mode)
-    return vllm_importance_sampling_ratio
+        raise ValueError(vllm_importance_sampling_mode)  # adapted
+    return vllm_importance_sampling_ratio  # adapted
+
+
+# utils.py 1124-1155 (docstrings left out)
+def nanmin(tensor: torch.Tensor) -> torch.Tensor:
+    if torch.isnan(tensor).all():
+        return torch.tensor(float("nan"), dtype=tensor.dtype, device=tensor.device)
+    return torch.min(tensor[~torch.isnan(tensor)])
+
+
+def nanmax(tensor: torch.Tensor) -> torch.Tensor:
+    if torch.isnan(tensor).all():
+        return torch.tensor(float("nan"), dtype=tensor.dtype, device=tensor.device)
+    return torch.max(tensor[~torch.isnan(tensor)])
 
 
 # utils.py 1021-1050
@@ -307,50 +367,50 @@ def rewards_and_advantages(rewards_per_func, num_generations, reward_weights=Non
     float32 with NaN for None (``_calculate_rewards``, lines 1581 and 1627-1636);
     ``reward_weights``: ``grpo_trainer.py`` 568-576. Returns (advantages, logged rewards,
     is_std_zero)."""
-    n_funcs = rewards_per_func.shape[1]
-    if reward_weights is not None:
-        reward_weights = torch.tensor(reward_weights, dtype=torch.float32)
+    n_funcs = rewards_per_func.shape[1]  # adapted
+    if reward_weights is not None:  # adapted
+        reward_weights = torch.tensor(reward_weights, dtype=torch.float32)  # adapted
     else:
-        reward_weights = torch.ones(n_funcs, dtype=torch.float32)
-    device = rewards_per_func.device
+        reward_weights = torch.ones(n_funcs, dtype=torch.float32)  # adapted
+    device = rewards_per_func.device  # adapted
     unscorable_mask = torch.isnan(rewards_per_func).all(dim=1)
 
-    if multi_objective_aggregation == "sum_then_normalize":
-        rewards = (rewards_per_func * reward_weights.to(device).unsqueeze(0)).nansum(dim=1)
+    if multi_objective_aggregation == "sum_then_normalize":  # adapted
+        rewards = (rewards_per_func * reward_weights.to(device).unsqueeze(0)).nansum(dim=1)  # adapted
         rewards[unscorable_mask] = torch.nan
         mean_grouped_rewards = torch.nanmean(rewards.view(-1, num_generations), dim=1)
         mean_grouped_rewards = mean_grouped_rewards.repeat_interleave(num_generations, dim=0)
-        if scale_rewards in ["group", "none"]:
+        if scale_rewards in ["group", "none"]:  # adapted
             if num_generations > 1:
                 std_rewards = nanstd(rewards.view(-1, num_generations), dim=1)
                 std_rewards = std_rewards.repeat_interleave(num_generations, dim=0)
             else:
                 std_rewards = torch.zeros_like(rewards)
-        elif scale_rewards == "batch":
+        elif scale_rewards == "batch":  # adapted
             if rewards.numel() > 1:
                 std_rewards = nanstd(rewards).expand_as(rewards)
             else:
                 std_rewards = torch.zeros_like(rewards)
         else:
-            raise ValueError(scale_rewards)
+            raise ValueError(scale_rewards)  # adapted
         advantages = rewards - mean_grouped_rewards
-        if scale_rewards != "none":
+        if scale_rewards != "none":  # adapted
             advantages = advantages / (std_rewards + 1e-4)
         is_std_zero = torch.isclose(std_rewards, torch.zeros_like(std_rewards))
-    elif multi_objective_aggregation == "normalize_then_sum":
-        grouped = rewards_per_func.view(-1, num_generations, n_funcs)
+    elif multi_objective_aggregation == "normalize_then_sum":  # adapted
+        grouped = rewards_per_func.view(-1, num_generations, n_funcs)  # adapted
         mean_k = torch.nanmean(grouped, dim=1, keepdim=True)
         std_k = nanstd(grouped, dim=1, keepdim=True) if num_generations > 1 else torch.zeros_like(mean_k)
         reward_k = (grouped - mean_k) / (std_k + 1e-4)
-        reward_k = reward_k.view(-1, n_funcs)
-        rewards = (reward_k * reward_weights.to(device).unsqueeze(0)).nansum(dim=1)
+        reward_k = reward_k.view(-1, n_funcs)  # adapted
+        rewards = (reward_k * reward_weights.to(device).unsqueeze(0)).nansum(dim=1)  # adapted
         rewards[unscorable_mask] = torch.nan
         std_rewards = nanstd(rewards).expand_as(rewards) if rewards.numel() > 1 else torch.zeros_like(rewards)
         advantages = (rewards - torch.nanmean(rewards)) / (std_rewards + 1e-4)
         is_std_zero = torch.isclose(std_rewards, torch.zeros_like(std_rewards))
     else:
-        raise ValueError(multi_objective_aggregation)
+        raise ValueError(multi_objective_aggregation)  # adapted
     advantages = torch.nan_to_num(advantages, nan=0.0)
-    rewards = (rewards_per_func * reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+    rewards = (rewards_per_func * reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)  # adapted
     rewards[unscorable_mask] = torch.nan
-    return advantages, rewards, is_std_zero
+    return advantages, rewards, is_std_zero  # adapted
