@@ -1,7 +1,7 @@
 """Chapter 18's runs, precomputed: every configuration x seed of examples/train_own_task.py.
 
-    OMP_NUM_THREADS=1 python tools/own_task_runs.py            # all, into grpo_core/data/
-    OMP_NUM_THREADS=1 python tools/own_task_runs.py --only short --seeds 0
+    python tools/own_task_runs.py            # all, into grpo_core/data/
+    python tools/own_task_runs.py --only short --seeds 0
 
 Each run is ``examples/train_own_task.run(...)``, the function the script runs; the chapter loads
 the records, and re-runs the start of one of them live (its warm start and first GRPO steps) to
@@ -47,7 +47,11 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="*", type=int, default=list(SEEDS))
     parser.add_argument("--out", type=Path, default=DATA)
     a = parser.parse_args()
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # the tests' conditions (one thread, the pinned CPU code paths), before numpy or torch loads
+    sys.path.insert(0, str(ROOT / "tools"))
+    from run_notebooks import DETERMINISTIC_ENV
+
+    os.environ.update(DETERMINISTIC_ENV)
     script = load_script()
     import datasets
     import torch
