@@ -164,10 +164,11 @@ def test_the_presets_are_chapter_17s():
     assert LOOPS["train_knobs"].preset["max_steps"] == 100
     assert LOOPS["train_two_rewards"].preset["learning_rate"] == 0.05
     assert LOOPS["train_two_rewards"].preset["max_steps"] == 60
-    one = bd.train_knobs(WORLD, [1], [{}], max_steps=2, record_every=1)
-    ref = bd.train_knobs(WORLD, [1], [{}], max_steps=2, record_every=1, learning_rate=0.1,
+    one = bd.train_knobs(WORLD, [1], [{}], max_steps=11)  # records every 10 steps and the last
+    ref = bd.train_knobs(WORLD, [1], [{}], max_steps=11, record_every=1, learning_rate=0.1,
                          num_generations=8)
     assert torch.equal(one["logits"], ref["logits"])
+    assert one["steps"].tolist() == [0, 10, 11]
 
 
 @pytest.mark.parametrize("agg, weights", [("sum_then_normalize", None),
@@ -211,15 +212,16 @@ def test_sapo_exercise_checker_accepts_the_solution_and_rejects_one_temperature(
         lambda r, a, tp, tn: -4 / tp * torch.sigmoid(tp * (r - 1)) * a)
 
 
-def test_gspos_recipe_is_a_hand_loop_of_disjoint_mini_batches():
-    """steps_per_generation=4 with 2 answers per mini-batch: the group of 8 is shuffled with the
-    run's generator (TRL's shuffle_sequence_dict), cut into 4, one Adam step on each against the
-    sampler's pi_old, "grpo" averaging each mini-batch; the default record_every is 10."""
+@pytest.mark.parametrize("spg, size", [(4, 2), (2, 4)])
+def test_gspos_recipe_is_a_hand_loop_of_disjoint_mini_batches(spg, size):
+    """steps_per_generation=4 with 2 answers per mini-batch (GSPO's recipe), or 2 with 4: the
+    group of 8 is shuffled with the run's generator (TRL's shuffle_sequence_dict), cut into spg,
+    one Adam step on each against the sampler's pi_old, "grpo" averaging each mini-batch."""
     LIVE = gc.make_sequence_world(2, 3)  # noqa: N806  pass rate 0.17: live groups
     gspo = dict(loss_type="grpo", importance_sampling_level="sequence", epsilon=3e-4,
                 epsilon_high=4e-4)
     out = bd.train_knobs(LIVE, [2], [gspo], max_steps=3, learning_rate=0.3,
-                         steps_per_generation=4, per_device_train_batch_size=2)
+                         steps_per_generation=spg, per_device_train_batch_size=size)
     assert out["steps"].tolist() == [0, 3] and out["activity"].shape == (1, 3)
     theta = LIVE.ref_logits[None].clone().requires_grad_(True)
     opt, gen, act = torch.optim.Adam([theta], lr=0.3), torch.Generator().manual_seed(2), []
@@ -230,13 +232,13 @@ def test_gspos_recipe_is_a_hand_loop_of_disjoint_mini_batches():
         idx, adv, old = b.idx[:, order], adv[:, order], b.logp.detach()[:, order]
         mask = LIVE.mask[idx]
         clipped = 0.0
-        for s in range(4):
-            r = slice(2 * s, 2 * s + 2)
+        for s in range(spg):
+            r = slice(size * s, size * (s + 1))
             loss, info = gc.grpo_loss(sq.token_logps(LIVE, theta, idx)[:, r], old[:, r], None,
                                       adv[:, r], mask[:, r], return_info=True,
                                       num_items_in_batch=mask.sum((-2, -1)),
-                                      steps_per_generation=4, **gspo)
-            clipped += info["clip_ratio/region_mean"] / 4
+                                      steps_per_generation=spg, **gspo)
+            clipped += info["clip_ratio/region_mean"] / spg
             opt.zero_grad()
             loss.sum().backward()
             opt.step()
