@@ -181,7 +181,8 @@ def train_two_rewards(rewards_per_func: np.ndarray, ref_logits: np.ndarray,
     cfg = loop_config("train_two_rewards", knobs)
     seeds, G, steps = [int(s) for s in seeds], cfg.num_generations, cfg.max_steps
     R, (P, _, F) = len(seeds), rewards_per_func.shape
-    if cfg.per_device_train_batch_size not in (None, P * G * cfg.generation_steps):
+    if (cfg.per_device_train_batch_size is not None
+            and cfg.per_device_train_batch_size * cfg.generation_steps != P * G):
         raise ValueError(f"per_device_train_batch_size ({cfg.per_device_train_batch_size}) must "
                          "be P x num_generations / steps_per_generation: a group for every "
                          "prompt")

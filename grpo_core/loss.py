@@ -188,7 +188,8 @@ class LossType:
     ``on_policy_as``, ``on_policy_factor(epsilon, epsilon_high, max_completion_length)``: at
     mu = 1 (ratio 1 in value) its gradient is the factor times that of ``on_policy_as``, one
     of chapter 13's four averages (chapter 17). ``closed_form``: that gradient is
-    ``-A / n_tokens`` per token, which :mod:`grpo_core.training`'s on-policy step writes out."""
+    ``-A / n_tokens`` per token, which :mod:`grpo_core.training`'s on-policy step writes out.
+    ``weighs_vllm``: the surrogate takes vLLM's weight itself (TRL lines 3146-3147 skip it)."""
 
     surrogate: Callable[..., torch.Tensor]
     aggregation: str
@@ -196,6 +197,7 @@ class LossType:
     on_policy_as: str
     on_policy_factor: Callable[[float, float | None, int], float] = lambda eps, high, length: 1.0
     closed_form: bool = False
+    weighs_vllm: bool = False
 
 
 def _cispo_factor(epsilon: float, epsilon_high: float | None, length: int) -> float:
@@ -214,7 +216,7 @@ REGISTRY: dict[str, LossType] = {  # TRL 1.16's eight, chapters 10-13 and 17
     "cispo": LossType(cispo_surrogate, "dapo", cispo_clip_ratio, "dapo", _cispo_factor),
     "sapo": LossType(sapo_surrogate, "grpo", sapo_gate_share, "grpo"),
     "luspo": LossType(clipped_surrogate, "luspo", clip_ratios, "dr_grpo", _luspo_factor),
-    "vespo": LossType(vespo_surrogate, "dapo", vespo_phi_mean, "dapo"),
+    "vespo": LossType(vespo_surrogate, "dapo", vespo_phi_mean, "dapo", weighs_vllm=True),
 }
 ALL_LOSS_TYPES = tuple(REGISTRY)
 SURROGATES = {name: t.surrogate for name, t in REGISTRY.items()}  # chapter 17's table of them
@@ -356,7 +358,7 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor | None, ref_logp: torch
     if top_entropy_quantile < 1.0:  # keep the high-entropy tokens only
         entropy_mask = high_entropy_mask(entropies, mask, top_entropy_quantile)
         per_token = per_token * entropy_mask
-    if importance_sampling_ratio is not None and loss_type != "vespo":
+    if importance_sampling_ratio is not None and not REGISTRY[loss_type].weighs_vllm:
         per_token = per_token * importance_sampling_ratio  # vLLM's weight, policy term only
     if beta != 0.0:
         kl = kl_estimate(logp, ref_logp, kl_estimator)  # (B, T), an estimate of KL(pi || pi_ref)
@@ -420,7 +422,7 @@ def _check_loss_args(a: dict) -> None:
     if spg is not None:
         check_int(spg, "steps_per_generation", 1)
     n_items = a["num_items_in_batch"]
-    if n_items is None and a["loss_type"] in ("dapo", "cispo", "vespo") and (
+    if n_items is None and REGISTRY[a["loss_type"]].aggregation == "dapo" and (
             gas, n_proc, 1 if spg is None else spg) != (1, 1, 1):
         raise ValueError("num_items_in_batch (the real tokens of the whole generation batch, "
                          "all processes) is required with gradient_accumulation_steps, "

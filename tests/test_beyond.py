@@ -87,12 +87,13 @@ def test_train_knobs_plain_runs_are_train_sequences():
         assert (out["kept"] == 1).all()
 
 
-def test_a_stale_sampler_with_vllms_weight_and_the_mask_is_a_hand_loop():
+@pytest.mark.parametrize("mode, threshold", [("token_mask", 0.02), ("sequence_mask", None)])
+def test_a_stale_sampler_with_vllms_weight_and_the_mask_is_a_hand_loop(mode, threshold):
     """Oracle: the sampler is the policy of 2 steps ago, pi_old the trainer's policy now; vLLM's
-    weight (token_mask, clip_max 1.2: some tokens zeroed) and the off-policy mask, grpo_loss and
-    torch's Adam, one step per batch."""
-    run = dict(loss_type="dapo", use_vllm=True, vllm_importance_sampling_mode="token_mask",
-               vllm_importance_sampling_clip_max=1.2, off_policy_mask_threshold=0.02)
+    weight (clip_max 1.2: some tokens, or whole sequences, zeroed) and the off-policy mask,
+    grpo_loss and torch's Adam, one step per batch; ``kept`` counts the sequences left."""
+    run = dict(loss_type="dapo", use_vllm=True, vllm_importance_sampling_mode=mode,
+               vllm_importance_sampling_clip_max=1.2, off_policy_mask_threshold=threshold)
     out = bd.train_knobs(WORLD, [5], [run], max_steps=6, learning_rate=0.3, sampler_lag=2,
                          record_every=6)
     theta = WORLD.ref_logits[None].clone().requires_grad_(True)
@@ -104,13 +105,15 @@ def test_a_stale_sampler_with_vllms_weight_and_the_mask_is_a_hand_loop():
         with torch.no_grad():
             old = sq.token_logps(WORLD, theta, b.idx)
         adv = torch.from_numpy(gc.trl_advantages(sq.rewards(WORLD)[b.idx.numpy()], 8))
-        isr = gc.loss.vllm_importance_sampling_ratio(old, samp, b.mask, "token_mask", None, 1.2)
-        keep = (isr.amax(-1) > 0).double() * gc.loss.off_policy_mask(
-            adv[..., None], old, samp, b.mask, 0.02)[..., 0]
+        isr = gc.loss.vllm_importance_sampling_ratio(old, samp, b.mask, mode, None, 1.2)
+        keep = (isr.amax(-1) > 0).double()  # a sequence vLLM's weight zeroes entirely
+        if threshold is not None:
+            keep = keep * gc.loss.off_policy_mask(adv[..., None], old, samp, b.mask,
+                                                  threshold)[..., 0]
         kept.append(float(keep.mean()))
         loss = gc.grpo_loss(sq.token_logps(WORLD, theta, b.idx), old, None, adv, b.mask,
                             sampling_per_token_logps=samp, importance_sampling_ratio=isr,
-                            off_policy_mask_threshold=0.02)
+                            off_policy_mask_threshold=threshold)
         opt.zero_grad()
         loss.sum().backward()
         opt.step()
@@ -164,22 +167,25 @@ def test_the_presets_are_chapter_17s():
     assert LOOPS["train_knobs"].preset["max_steps"] == 100
     assert LOOPS["train_two_rewards"].preset["learning_rate"] == 0.05
     assert LOOPS["train_two_rewards"].preset["max_steps"] == 60
-    one = bd.train_knobs(WORLD, [1], [{}], max_steps=2, record_every=1)
-    ref = bd.train_knobs(WORLD, [1], [{}], max_steps=2, record_every=1, learning_rate=0.1,
+    one = bd.train_knobs(WORLD, [1], [{}], max_steps=11)  # records every 10 steps and the last
+    ref = bd.train_knobs(WORLD, [1], [{}], max_steps=11, record_every=1, learning_rate=0.1,
                          num_generations=8)
     assert torch.equal(one["logits"], ref["logits"])
+    assert one["steps"].tolist() == [0, 10, 11]
 
 
-@pytest.mark.parametrize("agg, weights", [("sum_then_normalize", None),
-                                          ("normalize_then_sum", [1.0, 0.5])])
-def test_train_two_rewards_is_a_hand_loop(agg, weights):
+@pytest.mark.parametrize("agg, weights, knobs", [
+    ("sum_then_normalize", None, {}), ("normalize_then_sum", [1.0, 0.5], {}),
+    ("sum_then_normalize", None, dict(beta=0.1, entropy_coef=0.05))])
+def test_train_two_rewards_is_a_hand_loop(agg, weights, knobs):
     """Oracle: per step, G draws per prompt (torch.multinomial with the run's generator), TRL's
-    combination and advantages, grpo_loss "dapo" at mu = 1, torch's Adam at the preset's lr
-    0.05 and G 8; the curve is the exact expected reward of each function."""
+    combination and advantages, grpo_loss "dapo" at mu = 1 (with pi_ref's log-prob and each
+    answer's entropy, the entropy of pi at its prompt), torch's Adam at the preset's lr 0.05 and
+    G 8; the curve is the exact expected reward of each function."""
     g = np.random.default_rng(0)
     rpf, ref = (g.random((3, 5, 2)) < 0.5).astype(float), g.normal(size=(3, 5))
     out = bd.train_two_rewards(rpf, ref, [7], max_steps=4, multi_objective_aggregation=agg,
-                               reward_weights=weights)
+                               reward_weights=weights, **knobs)
     theta = torch.tensor(ref)[None].clone().requires_grad_(True)
     opt, gen, R = torch.optim.Adam([theta], lr=0.05), torch.Generator().manual_seed(7), None
     curve = []
@@ -192,13 +198,36 @@ def test_train_two_rewards_is_a_hand_loop(agg, weights):
         R = gc.loss.trl_rewards(rpf[np.arange(3)[:, None], draws.numpy()].reshape(24, 2), weights,
                                 agg, num_generations=8)
         adv = torch.from_numpy(gc.trl_advantages(R, 8, "group", agg))
-        logp = torch.log_softmax(theta[0], -1).gather(-1, draws).reshape(24, 1)
-        loss = gc.grpo_loss(logp, None, None, adv, torch.ones_like(logp))
+        lp, ref_lp = torch.log_softmax(theta[0], -1), torch.log_softmax(torch.tensor(ref), -1)
+        logp = lp.gather(-1, draws).reshape(24, 1)
+        ent = -(lp.exp() * lp).sum(-1)[:, None].expand(3, 8).reshape(24, 1)
+        loss = gc.grpo_loss(logp, None, ref_lp.gather(-1, draws).reshape(24, 1), adv,
+                            torch.ones_like(logp), entropies=ent, **knobs)
         opt.zero_grad()
         loss.backward()
         opt.step()
     np.testing.assert_allclose(out["curve"][0].T, np.array(curve), rtol=1e-12, atol=1e-15)
     assert out["curve"].shape == (1, 2, 5) and not np.allclose(curve[0], curve[-1])
+
+
+def test_train_two_rewards_counts_completions_per_mini_batch_as_trl():
+    """per_device_train_batch_size x steps_per_generation is the generation batch, P x G."""
+    rpf, ref = np.ones((2, 3, 2)), np.zeros((2, 3))
+    kw = dict(max_steps=1, num_generations=4, steps_per_generation=2)
+    alone = bd.train_two_rewards(rpf, ref, [0], **kw)["curve"]
+    np.testing.assert_array_equal(
+        bd.train_two_rewards(rpf, ref, [0], per_device_train_batch_size=4, **kw)["curve"], alone)
+    with pytest.raises(ValueError, match="P x num_generations / steps_per_generation"):
+        bd.train_two_rewards(rpf, ref, [0], per_device_train_batch_size=16, **kw)
+    with pytest.raises(ValueError, match="P x num_generations / steps_per_generation"):
+        bd.train_two_rewards(rpf, ref, [0], per_device_train_batch_size=4, max_steps=1,
+                             num_generations=4)
+
+
+def test_train_knobs_at_zero_steps_is_the_reference_policy():
+    out = bd.train_knobs(WORLD, [1], [{}], max_steps=0)
+    assert out["steps"].tolist() == [0] and out["activity"].shape == (1, 0)
+    assert torch.equal(out["logits"][0], WORLD.ref_logits)
 
 
 def test_sapo_exercise_checker_accepts_the_solution_and_rejects_one_temperature():
@@ -211,15 +240,16 @@ def test_sapo_exercise_checker_accepts_the_solution_and_rejects_one_temperature(
         lambda r, a, tp, tn: -4 / tp * torch.sigmoid(tp * (r - 1)) * a)
 
 
-def test_gspos_recipe_is_a_hand_loop_of_disjoint_mini_batches():
-    """steps_per_generation=4 with 2 answers per mini-batch: the group of 8 is shuffled with the
-    run's generator (TRL's shuffle_sequence_dict), cut into 4, one Adam step on each against the
-    sampler's pi_old, "grpo" averaging each mini-batch; the default record_every is 10."""
+@pytest.mark.parametrize("spg, size", [(4, 2), (2, 4)])
+def test_gspos_recipe_is_a_hand_loop_of_disjoint_mini_batches(spg, size):
+    """steps_per_generation=4 with 2 answers per mini-batch (GSPO's recipe), or 2 with 4: the
+    group of 8 is shuffled with the run's generator (TRL's shuffle_sequence_dict), cut into spg,
+    one Adam step on each against the sampler's pi_old, "grpo" averaging each mini-batch."""
     LIVE = gc.make_sequence_world(2, 3)  # noqa: N806  pass rate 0.17: live groups
     gspo = dict(loss_type="grpo", importance_sampling_level="sequence", epsilon=3e-4,
                 epsilon_high=4e-4)
     out = bd.train_knobs(LIVE, [2], [gspo], max_steps=3, learning_rate=0.3,
-                         steps_per_generation=4, per_device_train_batch_size=2)
+                         steps_per_generation=spg, per_device_train_batch_size=size)
     assert out["steps"].tolist() == [0, 3] and out["activity"].shape == (1, 3)
     theta = LIVE.ref_logits[None].clone().requires_grad_(True)
     opt, gen, act = torch.optim.Adam([theta], lr=0.3), torch.Generator().manual_seed(2), []
@@ -230,13 +260,13 @@ def test_gspos_recipe_is_a_hand_loop_of_disjoint_mini_batches():
         idx, adv, old = b.idx[:, order], adv[:, order], b.logp.detach()[:, order]
         mask = LIVE.mask[idx]
         clipped = 0.0
-        for s in range(4):
-            r = slice(2 * s, 2 * s + 2)
+        for s in range(spg):
+            r = slice(size * s, size * (s + 1))
             loss, info = gc.grpo_loss(sq.token_logps(LIVE, theta, idx)[:, r], old[:, r], None,
                                       adv[:, r], mask[:, r], return_info=True,
                                       num_items_in_batch=mask.sum((-2, -1)),
-                                      steps_per_generation=4, **gspo)
-            clipped += info["clip_ratio/region_mean"] / 4
+                                      steps_per_generation=spg, **gspo)
+            clipped += info["clip_ratio/region_mean"] / spg
             opt.zero_grad()
             loss.sum().backward()
             opt.step()
@@ -244,6 +274,9 @@ def test_gspos_recipe_is_a_hand_loop_of_disjoint_mini_batches():
     torch.testing.assert_close(out["logits"], theta.detach(), rtol=0, atol=1e-12)
     np.testing.assert_allclose(out["activity"][0], act, rtol=1e-12)
     assert max(act) > 0
+    two = bd.train_knobs(LIVE, [2, 5], [gspo], max_steps=3, learning_rate=0.3,
+                         steps_per_generation=spg, per_device_train_batch_size=size)
+    assert torch.equal(two["logits"][:1], out["logits"])  # each run shuffles its own batch
 
 
 def test_runs_differing_only_in_vllms_mode_or_the_bonus_train_apart():

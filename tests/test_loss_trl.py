@@ -282,6 +282,13 @@ def test_gamma_weight_is_one_at_ratio_one_and_picks_k_lambda_by_sign():
     tiny = L.gamma_weights(A, torch.full((4, 3), -30.0, dtype=torch.float64), mask)
     torch.testing.assert_close(tiny[1, 0], torch.exp(3.0 + 2.0 * torch.log(torch.tensor(
         1e-8, dtype=torch.float64)) - 3.0 * 1e-8), rtol=1e-6, atol=0)
+    # a NaN log-ratio (a token the sampler could not score) weighs its sequence 0, as TRL's
+    nan_r = log_r.clone()
+    nan_r[1, 2] = torch.nan
+    phi_nan = L.gamma_weights(A, nan_r, mask)
+    assert phi_nan[1, 0] == 0.0 and bool(torch.isfinite(phi_nan).all())
+    torch.testing.assert_close(phi_nan, trl.TRLGRPOLoss.get_gamma_weights(A, nan_r, mask, None),
+                               rtol=0, atol=0)
 
 
 def test_each_surrogate_at_a_hand_computed_point():
