@@ -8,8 +8,9 @@
 Serves the built HTML on 127.0.0.1 (a free port) and, for every page of _toc.yml (the root and
 every `file:` entry), checks that:
 
-- the page loads, and every <img> in the article has loaded (naturalWidth > 0), including the
-  hidden frames of the sliders (images from other hosts, such as a badge, are counted apart: the
+- the page loads, and every <img> in the article has loaded (naturalWidth > 0); a slider's
+  hidden frames (files loaded when shown or when the reader reaches for the slider) are checked
+  as the slider is moved (images from other hosts, such as a badge, are counted apart: the
   check blocks other hosts);
 - every image of the book has alt text that is not a file name;
 - no JavaScript exception is thrown and nothing is logged with console.error (apart from a short,
@@ -17,7 +18,8 @@ every `file:` entry), checks that:
 - no file of the book itself (a request to the local server) is missing;
 - ids are unique on the page;
 - no raw TeX (`\\(`, `\\[`, `$$`, or any command such as `\\frac` or `\\lambda`) is visible outside
-  code once MathJax (served by the site itself, so this holds offline) has typeset the page, and
+  code, whether the math was rendered at build time (docs/sphinx_ext/book_math.py) or MathJax
+  (served by the site itself, so this holds offline) has typeset the page, and
   MathJax shows no error box (`mjx-merror`, "Math input error");
 - no notebook or Markdown source of the book contains a control character (JSON turns an
   unescaped `\\b` of `\\beta` into a backspace; checked before the browser starts);

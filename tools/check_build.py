@@ -186,7 +186,9 @@ def main(argv: list[str]) -> int:
     if client:
         print(f"{len(client)} page(s) typeset math in the browser (MathJax script), not rendered "
               f"at build time: {', '.join(client[:10])} (install Node and run `npm ci --prefix "
-              "tools/mathjax`, then build again)", file=sys.stderr)
+              "tools/mathjax`, then build again); their first-visit figures above leave out what "
+              "MathJax's script fetches itself (its components and fonts, 240-280 KB)",
+              file=sys.stderr)
         failed = failed or not allow_client_math
     else:
         print("math: rendered at build time on every page (no MathJax script)")
