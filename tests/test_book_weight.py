@@ -260,3 +260,52 @@ def test_mathjax_in_node_renders_as_the_browser_did(bm):
     assert 'url("F/MathJax_Main-Regular.woff")' in one["css"]
     # each page gets only the rules of what it uses, as MathJax does in the browser
     assert "mjx-script {" not in one["css"] and "mjx-script {" in two["css"]
+
+
+# --- tools/check_build.py: what a first visit to a page transfers -----------------------------
+
+@pytest.fixture(scope="module")
+def cb():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_build", ROOT / "tools" / "check_build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_first_visit_counts_what_the_page_loads_and_not_hidden_frames(cb, tmp_path):
+    site = tmp_path / "html"
+    (site / "_static").mkdir(parents=True)
+    (site / "_images").mkdir()
+    (site / "book").mkdir()
+    (site / "_static" / "a.css").write_text('@import url("b.css");\nbody{}', encoding="utf-8")
+    (site / "_static" / "b.css").write_text("p{color:red}" * 50, encoding="utf-8")
+    (site / "_static" / "s.js").write_text("var x = 1;" * 100, encoding="utf-8")
+    (site / "_static" / "unused.js").write_text("y" * 5000, encoding="utf-8")
+    (site / "_images" / "f1.png").write_bytes(b"1" * 1000)
+    (site / "_images" / "f2.png").write_bytes(b"2" * 7000)
+    (site / "_images" / "fig.png").write_bytes(b"3" * 3000)
+    page = site / "book" / "p.html"
+    page.write_text(
+        '<html><head><link rel="stylesheet" href="../_static/a.css?v=1" />'
+        '<link rel="prefetch" href="../_static/unused.js" />'
+        '<script defer src="../_static/s.js"></script></head><body>'
+        '<img class="grpo-slider-frame" src="../_images/f1.png">'
+        '<img class="grpo-slider-frame" loading="lazy" hidden="hidden" src="../_images/f2.png">'
+        '<img src="../_images/fig.png" loading="lazy"><img src="https://example.org/x.png">'
+        "</body></html>", encoding="utf-8")
+    w = cb.first_visit(site, page)
+    gz = cb.gz_size
+    assert w["html"] == gz(page.read_bytes())
+    assert w["css"] == sum(gz((site / "_static" / f).read_bytes()) for f in ("a.css", "b.css"))
+    assert w["js"] == gz((site / "_static" / "s.js").read_bytes())  # not the prefetched one
+    assert w["images"] == 1000 + 3000  # the hidden lazy frame loads only when shown
+    assert w["fonts"] == 0 and w["other"] == 0
+
+
+def test_client_side_math_is_named(cb, tmp_path):
+    (tmp_path / "a.html").write_text(
+        '<script defer src="_static/mathjax/startup.js"></script>', encoding="utf-8")
+    (tmp_path / "b.html").write_text("<mjx-container></mjx-container>", encoding="utf-8")
+    assert cb.client_math(tmp_path) == ["a.html"]
