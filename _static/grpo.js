@@ -61,3 +61,17 @@ document.querySelectorAll("div.cell_output img").forEach(function (img) {
 document.addEventListener("input", function () { setTimeout(grpoFocusableScrollers, 0); });
 window.addEventListener("load", grpoFocusableScrollers);
 window.addEventListener("resize", grpoFocusableScrollers);
+
+// A slider's frames other than the first are files that load when shown (loading="lazy",
+// docs/sphinx_ext/book_weight.py). When the reader reaches for a slider (the pointer over it, a
+// touch, the keyboard focus), all its frames start loading, so a move shows its frame at once.
+function grpoLoadFrames(event) {
+  var root = event.target.closest && event.target.closest(".grpo-slider");
+  if (!root) { return; }
+  root.querySelectorAll('img.grpo-slider-frame[loading="lazy"]').forEach(function (img) {
+    img.loading = "eager";
+  });
+}
+["pointerover", "touchstart", "focusin"].forEach(function (type) {
+  document.addEventListener(type, grpoLoadFrames, {passive: true});
+});

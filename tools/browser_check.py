@@ -8,8 +8,9 @@
 Serves the built HTML on 127.0.0.1 (a free port) and, for every page of _toc.yml (the root and
 every `file:` entry), checks that:
 
-- the page loads, and every <img> in the article has loaded (naturalWidth > 0), including the
-  hidden frames of the sliders (images from other hosts, such as a badge, are counted apart: the
+- the page loads, and every <img> in the article has loaded (naturalWidth > 0); a slider's
+  hidden frames (files loaded when shown or when the reader reaches for the slider) are checked
+  as the slider is moved (images from other hosts, such as a badge, are counted apart: the
   check blocks other hosts);
 - every image of the book has alt text that is not a file name;
 - no JavaScript exception is thrown and nothing is logged with console.error (apart from a short,
@@ -17,7 +18,8 @@ every `file:` entry), checks that:
 - no file of the book itself (a request to the local server) is missing;
 - ids are unique on the page;
 - no raw TeX (`\\(`, `\\[`, `$$`, or any command such as `\\frac` or `\\lambda`) is visible outside
-  code once MathJax (served by the site itself, so this holds offline) has typeset the page, and
+  code, whether the math was rendered at build time (docs/sphinx_ext/book_math.py) or MathJax
+  (served by the site itself, so this holds offline) has typeset the page, and
   MathJax shows no error box (`mjx-merror`, "Math input error");
 - no notebook or Markdown source of the book contains a control character (JSON turns an
   unescaped `\\b` of `\\beta` into a backspace; checked before the browser starts);
@@ -136,17 +138,22 @@ def serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     return server, f"http://{host}:{port}/"
 
 
-# In the page: wait for every image of the article, then count and describe them.
+# In the page: wait for every image of the article, then count and describe them. A lazy image
+# (loading="lazy": below the fold) is loaded as a reader scrolling to it would; a slider's hidden
+# frames (lazy until shown, docs/sphinx_ext/book_weight.py) are left to check_slider, which shows
+# each of them.
 JS_IMAGES = """async () => {
   const scope = document.querySelector("article") || document.querySelector("main")
     || document.body;
   const imgs = Array.from(scope.querySelectorAll("img"));
-  await Promise.all(imgs.map((img) => img.complete ? null : new Promise((ok) => {
+  const frame = (img) => img.matches(".grpo-slider img.grpo-slider-frame[loading=lazy]");
+  imgs.forEach((img) => { if (img.loading === "lazy" && !frame(img)) { img.loading = "eager"; } });
+  await Promise.all(imgs.map((img) => img.complete || frame(img) ? null : new Promise((ok) => {
     img.addEventListener("load", ok);
     img.addEventListener("error", ok);
   })));
   return imgs.map((img) => ({
-    ok: img.complete && img.naturalWidth > 0,
+    ok: frame(img) || (img.complete && img.naturalWidth > 0),
     alt: img.getAttribute("alt") || "",
     external: /^https?:/.test(img.src) && !img.src.startsWith(location.origin + "/"),
     what: (img.getAttribute("data-key") ? "frame " + img.getAttribute("data-key") + " of "
@@ -310,6 +317,41 @@ JS_STATE = """(index) => {
           shown: shown.map((f) => ({key: f.dataset.key, alt: f.alt, src: f.currentSrc || f.src}))};
 }"""
 
+# The frames of one slider: is each loaded, is it lazy, is it shown. After a move the frame shown
+# may still be loading (a lazy frame loads once shown): wait for it (up to 10 s).
+JS_FRAMES = """async (index) => {
+  const root = document.querySelectorAll(".grpo-slider")[index];
+  const frames = Array.from(root.querySelectorAll("img.grpo-slider-frame"));
+  await Promise.all(frames.filter((f) => !f.hidden && !f.complete).map((f) => Promise.race([
+    new Promise((ok) => { f.addEventListener("load", ok); f.addEventListener("error", ok); }),
+    new Promise((ok) => setTimeout(ok, 10000))])));
+  return frames.map((f) => ({key: f.dataset.key, lazy: f.loading === "lazy", hidden: f.hidden,
+                             loaded: f.complete && f.naturalWidth > 0}));
+}"""
+
+# A reader reaching for a slider (keyboard focus on its first input): _static/grpo.js starts
+# loading all its frames; wait until they have loaded (up to 10 s).
+JS_REACH = """async (index) => {
+  const root = document.querySelectorAll(".grpo-slider")[index];
+  root.querySelector("input.grpo-slider-input").focus();
+  const frames = Array.from(root.querySelectorAll("img.grpo-slider-frame"));
+  await Promise.all(frames.filter((f) => !f.complete).map((f) => Promise.race([
+    new Promise((ok) => { f.addEventListener("load", ok); f.addEventListener("error", ok); }),
+    new Promise((ok) => setTimeout(ok, 10000))])));
+  document.activeElement.blur();
+  return frames.filter((f) => !(f.complete && f.naturalWidth > 0)).map((f) => f.dataset.key);
+}"""
+
+# A reader about to use a slider has it on screen: open the collapsed blocks around it (a hidden
+# cell output) and scroll it into view (a lazy frame loads once shown near the viewport).
+JS_TO_SLIDER = """(index) => {
+  const root = document.querySelectorAll(".grpo-slider")[index];
+  for (let d = root.closest("details"); d; d = d.parentElement.closest("details")) {
+    d.open = true;
+  }
+  root.scrollIntoView({block: "center"});
+}"""
+
 # Move one range input as a drag does: set its value, then fire "input".
 JS_MOVE = """([index, param, value]) => {
   const root = document.querySelectorAll(".grpo-slider")[index];
@@ -319,6 +361,25 @@ JS_MOVE = """([index, param, value]) => {
   inp.dispatchEvent(new Event("input", {bubbles: true}));
   return Number(inp.value);
 }"""
+
+
+def check_frames_load(page, result: PageResult, info: dict, reach: bool) -> None:
+    """Frames as files (docs/sphinx_ext/book_weight.py): the frame shown first has loaded with the
+    page; a hidden frame has not (it loads when shown), unless `reach`: then the reader reaches
+    for the slider (focus) and every frame must load (_static/grpo.js)."""
+    where = f"slider {info['id']}"
+    frames = page.evaluate(JS_FRAMES, info["index"])
+    for f in frames:
+        if not f["hidden"] and not f["loaded"]:
+            result.fail(f"{where}: the frame shown first ({f['key']}) did not load with the page")
+        if not f["hidden"] and f["lazy"]:
+            result.fail(f"{where}: the frame shown first ({f['key']}) is lazy")
+        if f["hidden"] and f["lazy"] and f["loaded"]:
+            result.fail(f"{where}: hidden frame {f['key']} loaded before the reader used the "
+                        "slider (loading=lazy should keep it back)")
+    if reach and any(f["lazy"] for f in frames):
+        for key in page.evaluate(JS_REACH, info["index"]):
+            result.fail(f"{where}: frame {key} did not load when the slider took the focus")
 
 
 def check_slider(page, result: PageResult, info: dict) -> None:
@@ -396,6 +457,9 @@ def check_slider(page, result: PageResult, info: dict) -> None:
         if got != v:
             result.fail(f"{where}, {what}: the input took value {got}, not {v}")
             state[p] = got
+        for f in page.evaluate(JS_FRAMES, info["index"]):  # the frame now shown has loaded
+            if not f["hidden"] and not f["loaded"]:
+                result.fail(f"{where}, {what}: frame {f['key']} did not load once shown")
         previous = look(f"{what} (at {expected_key()})")
         if previous is not None and before is not None and previous["src"] == before["src"]:
             result.fail(f"{where}, {what} (at {expected_key()}): the figure did not change "
@@ -670,17 +734,20 @@ def check_hygiene(page, result: PageResult) -> None:
 
 JS_FIGURES_SHOWN = """() => Array.from(document.querySelectorAll(
     "article div.cell_output img, article .grpo-slider img.grpo-slider-frame"))
-  .filter((img) => img.naturalWidth > 0 && (img.checkVisibility() || img.closest(".grpo-slider")))
-  .map((img) => {
+  // (a hidden slider frame not loaded yet: its size is in its width attribute)
+  .map((img) => [img, img.naturalWidth || Number(img.getAttribute("width")) || 0])
+  .filter(([img, natural]) => natural > 0
+          && (img.checkVisibility() || img.closest(".grpo-slider")))
+  .map(([img, natural]) => {
     const slider = img.closest(".grpo-slider");
     // a hidden frame is shown at the width of the visible one of its slider
     const shownImg = slider && img.hidden
       ? Array.from(slider.querySelectorAll("img.grpo-slider-frame")).find((f) => !f.hidden)
       : img;
-    const shown = shownImg && shownImg.checkVisibility()
-      ? shownImg.getBoundingClientRect().width / shownImg.naturalWidth * img.naturalWidth
+    const shown = shownImg && shownImg.checkVisibility() && shownImg.naturalWidth
+      ? shownImg.getBoundingClientRect().width / shownImg.naturalWidth * natural
       : null;
-    return {src: img.getAttribute("src"), natural: img.naturalWidth, shown: shown,
+    return {src: img.getAttribute("src"), natural: natural, shown: shown,
             what: img.getAttribute("data-key") || (img.getAttribute("alt") || "").slice(0, 60)};
   })"""
 
@@ -755,7 +822,9 @@ def check_page(page, base: str, name: str, errors: list[str], bad_requests: list
             result.fail(f"image without real alt text: {img['what']} (alt={img['alt']!r})")
     tex = page.evaluate(JS_RAW_TEX)
     for snippet in tex["raw"][:5]:
-        result.fail(f"raw TeX visible (MathJax {tex['version'] or 'not loaded'}): ...{snippet}...")
+        how = (f"MathJax {tex['version']}" if tex["version"]
+               else "no MathJax script: math rendered at build time")
+        result.fail(f"raw TeX visible ({how}): ...{snippet}...")
     if len(tex["raw"]) > 5:
         result.fail(f"... and {len(tex['raw']) - 5} more text node(s) with raw TeX")
     check_math_errors(page, result)
@@ -772,8 +841,12 @@ def check_page(page, base: str, name: str, errors: list[str], bad_requests: list
         result.fail(f"duplicate ids: {', '.join(dups)}")
     sliders = page.evaluate(JS_SLIDERS)
     result.sliders = len(sliders)
-    for info in sliders:
+    for n, info in enumerate(sliders):
         try:
+            page.evaluate(JS_TO_SLIDER, info["index"])
+            # the first slider is reached for (its frames load at once), the others are moved
+            # cold (each frame loads when shown)
+            check_frames_load(page, result, info, reach=n == 0)
             check_slider(page, result, info)
         except Exception as exc:  # e.g. the page navigated away: report, go on
             result.fail(f"slider {info['id']}: the check could not run: {exc}")

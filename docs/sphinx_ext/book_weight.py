@@ -26,6 +26,7 @@ tools/browser_check.py checks that no console error is logged.
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 import struct
 from pathlib import Path
@@ -168,6 +169,37 @@ def size_images(page: str, page_dir: Path) -> tuple[str, int]:
     return _IMG.sub(fix, page), count
 
 
+# A kernel-free slider (grpo_core.viz.slider) holds every frame as a data-URI PNG in its output,
+# so that it works anywhere the notebook goes (JupyterLab, a saved page). On the built page the
+# frames are files instead: the frame shown first loads with the page, the others only when
+# shown (`loading="lazy"` on a hidden image: the browser fetches it once it is displayed) or
+# when the reader reaches for the slider (_static/grpo.js loads them on pointer, touch or focus).
+FRAME_PREFIX = "grpo-frame-"
+_FRAME = re.compile(r'<img\b[^>]*\bclass="grpo-slider-frame"[^>]*>')
+
+
+def frame_files(page: str, root: str) -> tuple[str, dict[str, bytes]]:
+    """Move the slider frames' data-URI PNGs into files: returns the page, whose frames now
+    point to `{root}_images/grpo-frame-HASH.png` (HASH: of the PNG bytes), and {file name: PNG}.
+    `root` is the relative path from the page to the site's root ("../" for book/x.html)."""
+    files: dict[str, bytes] = {}
+
+    def move(m: re.Match) -> str:
+        tag = m.group(0)
+        src = re.search(r'\ssrc="data:image/png;base64,([^"]+)"', tag)
+        if not src:
+            return tag
+        data = base64.b64decode(src.group(1))
+        name = f"{FRAME_PREFIX}{hashlib.sha256(data).hexdigest()[:20]}.png"
+        files[name] = data
+        tag = tag[:src.start()] + f' src="{root}_images/{name}"' + tag[src.end():]
+        if re.search(r"\shidden\b", tag) and "loading=" not in tag:
+            tag = tag[:4] + ' loading="lazy" decoding="async"' + tag[4:]
+        return tag
+
+    return _FRAME.sub(move, page), files
+
+
 def lighten_head(page: str, search_page: bool) -> str:
     """Drop the search scripts (except on the search page) and sphinx-thebe, defer the head's
     other scripts, and load MathJax by components."""
@@ -207,25 +239,44 @@ def config_inited(app, config) -> None:
 def lighten_pages(app, exc) -> None:
     if exc is not None or app.builder.format != "html":
         return
+    import book_math  # (docs/sphinx_ext is on the path: _config.yml's local_extensions)
+
     out = Path(app.outdir)
     kit = out / "_static" / "scripts" / "fontawesome.js"
     icons = read_icons(kit.read_text(encoding="utf-8")) if kit.is_file() else {}
     (out / "_static" / ICON_CSS).write_text(admonition_css(icons), encoding="utf-8")
-    missing, sized, pages = set(), 0, 0
+    missing, sized, frames = set(), 0, {}
+    pages, changed = {}, {}
     for path in sorted(out.rglob("*.html")):
         page = path.read_text(encoding="utf-8")
+        rel = path.relative_to(out)
         new, lost = inline_icons(page, icons)
         missing.update(lost)
-        new = lighten_head(new, search_page=path.relative_to(out).as_posix() == "search.html")
+        new = lighten_head(new, search_page=rel.as_posix() == "search.html")
         new = link_icon_css(new)
         new, n = size_images(new, path.parent)
         sized += n
+        new, files = frame_files(new, "../" * (len(rel.parts) - 1))
+        frames.update(files)
+        pages[path] = new
         if new != page:
-            path.write_text(new, encoding="utf-8")
-            pages += 1
-    print(f"book_weight: {pages} pages: icons inline ({len(icons)} known), search scripts on "
-          f"search.html only, head scripts deferred, MathJax by components; {sized} images sized"
+            changed[path] = new
+    images = out / "_images"
+    images.mkdir(exist_ok=True)
+    for name, data in frames.items():
+        target = images / name
+        if not target.is_file() or target.read_bytes() != data:
+            target.write_bytes(data)
+    render, why = book_math.node_renderer()
+    math, math_summary = book_math.render_pages(out, pages, render, why)
+    changed.update(math)
+    for path, page in changed.items():
+        path.write_text(page, encoding="utf-8")
+    print(f"book_weight: {len(changed)} pages: icons inline ({len(icons)} known), search scripts "
+          f"on search.html only, head scripts deferred, MathJax by components; {sized} images "
+          f"sized; {len(frames)} slider frames moved to _images/{FRAME_PREFIX}*.png"
           + (f"; icons not found: {sorted(missing)}" if missing else ""))
+    print(math_summary)
 
 
 def setup(app):
