@@ -511,6 +511,14 @@ def test_reward_metrics_skip_none():
     assert m["frac_reward_zero_std"] == 0.5
 
 
+def test_zero_std_with_two_scored_rewards():
+    """TRL's Bessel std (ddof 1) of two equal rewards is 0, so a group of G = 2 that agrees, and a
+    batch with two scored rewards that agree, count as zero-std (ddof 2 would divide by 0)."""
+    assert gc.reward_metrics(np.array([1.0, 1.0, 0.0, 1.0]), 2)["frac_reward_zero_std"] == 0.5
+    two = np.array([1.0, np.nan, np.nan, 1.0])  # two groups of 2, one scored reward each
+    assert gc.reward_metrics(two, 2, "batch")["frac_reward_zero_std"] == 1.0
+
+
 @pytest.mark.parametrize("call,match", [
     (lambda: L.trl_rewards(np.zeros(8)), "rewards_per_func"),
     (lambda: L.trl_rewards(np.full((8, 2), np.inf)), "rewards_per_func"),
