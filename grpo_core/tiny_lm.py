@@ -13,6 +13,7 @@ Everything runs in float64 with explicit ``torch.Generator``s, so a run is a fun
 from __future__ import annotations
 
 import copy
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -268,7 +269,7 @@ class Run:
     """What :func:`train_grpo` returns: the trained ``model``, ``metrics`` (TRL's names, each an
     array ``(steps,)``) and held-out pass@1 ``(n_evals,)`` at ``eval_steps``."""
 
-    model: TinyLM
+    model: TinyLM | None  # None for a stored run (:func:`capstone_runs`)
     metrics: dict[str, np.ndarray]
     eval_steps: np.ndarray
     held_out: np.ndarray
@@ -305,3 +306,33 @@ def train_grpo(start: TinyLM, train_prompts: torch.Tensor, held_out: torch.Tenso
     scores.append(pass_at_1(model, held_out))
     metrics = {name: np.array(values) for name, values in logs.items()}
     return Run(model, metrics, np.array(eval_steps), np.array(scores))
+
+
+# Chapter 15's three GRPO runs (seeds 0-2 from their warm starts, 60 generation steps, mu = 2),
+# stored so that chapter 16 compares TRL with them without training them again. Written by
+# tools/capstone_runs.py with exactly these settings; chapter 15 checks the record against its
+# own runs every time it runs (under pytest too), so a record that drifts fails there.
+CAPSTONE_SEEDS = (0, 1, 2)
+CAPSTONE_NOISE = 0.3  # warm_start's noise
+CAPSTONE_KNOBS = {"num_iterations": 2, "max_steps": 60}  # over DEFAULTS
+CAPSTONE_RECORD = "capstone_runs.json"  # in grpo_core/data/
+
+
+def run_record(run: Run) -> dict:
+    """``run`` as JSON-ready lists (floats as Python floats: ``json`` writes them exactly)."""
+    return {"eval_steps": [int(t) for t in run.eval_steps],
+            "held_out": [float(x) for x in run.held_out],
+            "metrics": {name: [float(x) for x in v] for name, v in run.metrics.items()}}
+
+
+def capstone_runs() -> dict[int, Run]:
+    """Chapter 15's runs as stored in ``grpo_core/data/capstone_runs.json``: seed -> :class:`Run`
+    with ``model`` None (the record keeps the logs, not the weights)."""
+    from importlib import resources
+
+    text = (resources.files("grpo_core") / "data" / CAPSTONE_RECORD).read_text()
+    runs = {}
+    for seed, rec in json.loads(text)["runs"].items():
+        runs[int(seed)] = Run(None, {k: np.array(v) for k, v in rec["metrics"].items()},
+                              np.array(rec["eval_steps"]), np.array(rec["held_out"]))
+    return runs

@@ -86,14 +86,54 @@ def _readable_dpi(fig, dpi: float) -> tuple[float, float | None]:
 def _png(fig, dpi: float) -> bytes:
     """:func:`_draw_png`, leaving the figure's own dpi as it was (its text repr, e.g.
     ``<Figure size 560x288 with 1 Axes>``, is a stored output that nbval compares)."""
+    return _png_beyond(fig, dpi)[0]
+
+
+def _png_beyond(fig, dpi: float, tight_first: bool = False) -> tuple[bytes, bool]:
+    """``(png, beyond)``: :func:`_draw_png` of ``fig`` at ``dpi``, and whether the drawing went on
+    beyond the canvas (so it was drawn into matplotlib's tight box). With ``tight_first`` the
+    tight box is computed before drawing (about a fifth of a draw): a drawing that goes beyond
+    the canvas is then drawn once, into that box, not once to find out and once more. A slider
+    passes it for every frame after one that went beyond: its frames share one layout."""
     own = fig.dpi
     try:
-        return _draw_png(fig, dpi)
+        return _draw_png(fig, dpi, tight_first)
     finally:
         fig.set_dpi(own)
 
 
-def _draw_png(fig, dpi: float) -> bytes:
+def _tight_box(fig, dpi: float, w: int, h: int):
+    """``(box, beyond)``: matplotlib's tight box of ``fig`` (inches, padded by
+    savefig.pad_inches), and whether the drawing goes on beyond its ``w`` x ``h`` pixel canvas
+    at ``dpi`` (the boxes of tick labels often do, by a pixel)."""
+    import matplotlib as mpl
+
+    tight = fig.get_tightbbox(fig.canvas.get_renderer())
+    x0, y0, x1, y1 = (v * dpi for v in tight.extents)
+    beyond = x0 < 0 or y0 < 0 or x1 > w or y1 > h
+    return tight.padded(mpl.rcParams["savefig.pad_inches"]), beyond
+
+
+def _render_rgb(fig, dpi: float, bbox_inches):
+    """``fig`` drawn once into ``bbox_inches`` (a Bbox, inches) as a PIL RGB image: the pixels
+    ``savefig(..., bbox_inches=bbox_inches)`` writes to a PNG, without encoding and decoding it."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="rgba", dpi=dpi, bbox_inches=bbox_inches)
+    raw = buf.getvalue()
+    # the canvas is the box in pixels, each side rounded by the renderer: find the exact width
+    for w in sorted({int(bbox_inches.width * dpi) + d for d in (0, 1, -1, 2)}, key=lambda x: abs(
+            x - bbox_inches.width * dpi)):
+        h = len(raw) // (4 * w) if w > 0 else 0
+        if w > 0 and 4 * w * h == len(raw) and abs(h - bbox_inches.height * dpi) < 2:
+            rgba = np.frombuffer(raw, np.uint8).reshape(h, w, 4)
+            return Image.fromarray(np.ascontiguousarray(rgba[:, :, :3]))
+    raise RuntimeError(f"savefig wrote {len(raw)} RGBA bytes for a {bbox_inches.width * dpi:.1f}"
+                       f" x {bbox_inches.height * dpi:.1f} px box")
+
+
+def _draw_png(fig, dpi: float, tight_first: bool = False) -> tuple[bytes, bool]:
     """The figure as a 256-colour palette PNG (about a third of the RGBA bytes; every frame is
     inlined in the page), for slider frames and, after :func:`book_style`, every inline figure.
 
@@ -102,7 +142,9 @@ def _draw_png(fig, dpi: float) -> bytes:
     box would draw the figure twice, and matplotlib's tight box walks every artist again (about
     a fifth of a draw). Only when ink touches the canvas edge (a legend placed outside the axes)
     is matplotlib's tight box computed, and if the drawing goes on beyond the canvas, savefig
-    draws it once more into that box (the previous version cut such a legend off). Colours are
+    draws it once more into that box (the previous version cut such a legend off); with
+    ``tight_first`` (:func:`_png_beyond`) the box is computed first and the figure drawn once,
+    into it. Returns the PNG and whether it was drawn into that box. Colours are
     reduced by PIL's maximum coverage (half median cut's time here, white stays exactly white,
     no channel off by more than 2; fast octree is faster but turns white into 254)."""
     import matplotlib as mpl
@@ -112,45 +154,53 @@ def _draw_png(fig, dpi: float) -> bytes:
     # reached is stored in the PNG for tools/browser_check.py, which checks it as shown
     dpi, text_px = _readable_dpi(fig, dpi)
     image, bbox_inches = None, None  # None: savefig.bbox decides
+    tight = mpl.rcParams["savefig.bbox"] == "tight"
     if hasattr(fig.canvas, "buffer_rgba"):  # Agg (the inline backend): one draw
         fig.set_dpi(dpi)
-        fig.canvas.draw()
-        rgba = np.asarray(fig.canvas.buffer_rgba())
-        h, w = rgba.shape[:2]
-        box = (0, 0, w, h)
-        if mpl.rcParams["savefig.bbox"] == "tight":
-            background = np.round(255 * np.asarray(mpl.colors.to_rgba(fig.get_facecolor())))
-            ink = _ink_box(rgba, background.astype(np.uint8))
-            pad = round(mpl.rcParams["savefig.pad_inches"] * dpi)
-            if ink is None:
-                pass
-            elif ink[0] == 0 or ink[1] == 0 or ink[2] == w or ink[3] == h:
-                # ink at the canvas edge: the drawing may go on beyond it. matplotlib's tight
-                # box says; if it does, savefig draws once more into that box.
-                tight = fig.get_tightbbox(fig.canvas.get_renderer())
-                if tight.x0 < 0 or tight.y0 < 0 or tight.x1 * dpi > w or tight.y1 * dpi > h:
-                    box = None
-                    bbox_inches = tight.padded(mpl.rcParams["savefig.pad_inches"])
+        w, h = (int(x) for x in fig.bbox.size)
+        if tight and tight_first and fig.get_layout_engine() is None:
+            # (a layout engine would move the axes in the draw: its box is known only after it)
+            t, beyond = _tight_box(fig, dpi, w, h)
+            bbox_inches = t if beyond else None
+        if bbox_inches is None:
+            fig.canvas.draw()
+            rgba = np.asarray(fig.canvas.buffer_rgba())
+            h, w = rgba.shape[:2]
+            box = (0, 0, w, h)
+            if tight:
+                background = np.round(255 * np.asarray(mpl.colors.to_rgba(fig.get_facecolor())))
+                ink = _ink_box(rgba, background.astype(np.uint8))
+                pad = round(mpl.rcParams["savefig.pad_inches"] * dpi)
+                if ink is None:
+                    pass
+                elif ink[0] == 0 or ink[1] == 0 or ink[2] == w or ink[3] == h:
+                    # ink at the canvas edge: the drawing may go on beyond it. matplotlib's
+                    # tight box says; if it does, it is drawn once more into that box.
+                    t, beyond = _tight_box(fig, dpi, w, h)
+                    if beyond:
+                        bbox_inches = t
+                    else:
+                        box = (max(0, int(t.x0 * dpi)), max(0, int(h - t.y1 * dpi)),
+                               min(w, int(np.ceil(t.x1 * dpi))),
+                               min(h, int(np.ceil(h - t.y0 * dpi))))
                 else:
-                    t = tight.padded(mpl.rcParams["savefig.pad_inches"])
-                    box = (max(0, int(t.x0 * dpi)), max(0, int(h - t.y1 * dpi)),
-                           min(w, int(np.ceil(t.x1 * dpi))), min(h, int(np.ceil(h - t.y0 * dpi))))
-            else:
-                box = (max(0, ink[0] - pad), max(0, ink[1] - pad),
-                       min(w, ink[2] + pad), min(h, ink[3] + pad))
-        if box is not None:
-            image = Image.fromarray(np.ascontiguousarray(rgba[box[1]:box[3], box[0]:box[2], :3]))
-    if image is None:
+                    box = (max(0, ink[0] - pad), max(0, ink[1] - pad),
+                           min(w, ink[2] + pad), min(h, ink[3] + pad))
+            if bbox_inches is None:
+                image = Image.fromarray(np.ascontiguousarray(rgba[box[1]:box[3], box[0]:box[2],
+                                                                  :3]))
+        if image is None:
+            image = _render_rgb(fig, dpi, bbox_inches)
+    else:
         buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None},
-                    bbox_inches=bbox_inches)
+        fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
         image = Image.open(buf).convert("RGB")
     out = io.BytesIO()
     info = PngImagePlugin.PngInfo()
     if text_px is not None:
         info.add_text(TEXT_PX_KEY, f"{text_px:.2f}")
     image.quantize(256, method=Image.Quantize.MAXCOVERAGE).save(out, "PNG", pnginfo=info)
-    return out.getvalue()
+    return out.getvalue(), bbox_inches is not None
 
 
 def _inline_png(fig) -> str | None:
@@ -337,13 +387,14 @@ def slider(name: str, params: Mapping[str, Sequence[Any]], draw: Callable[..., A
         start[p] = x
     frames: dict[str, bytes] = {}
     timings: dict[str, list[float]] = {"draw": [], "raster": []}
+    beyond = False  # did the last frame go on beyond its canvas? (see _png_beyond)
     for combo in itertools.product(*(range(len(v)) for v in values.values())):
         kwargs = {p: values[p][i] for p, i in zip(values, combo, strict=True)}
         t0 = time.perf_counter()
         fig = draw(**kwargs)
         t1 = time.perf_counter()
         key = SliderView.key({p: labels[p][i] for p, i in zip(values, combo, strict=True)})
-        frames[key] = _png(fig, dpi)
+        frames[key], beyond = _png_beyond(fig, dpi, tight_first=beyond)
         timings["draw"].append(t1 - t0)
         timings["raster"].append(time.perf_counter() - t1)
         plt.close(fig)

@@ -228,3 +228,26 @@ def test_the_stored_warm_start_is_warm_start_0(warm):
     stored = torch.load(path, weights_only=True)
     assert stored.keys() == warm.state_dict().keys()
     assert all(torch.equal(stored[name], p) for name, p in warm.state_dict().items())
+
+
+def test_a_run_record_round_trips_through_json(warm):
+    import json
+
+    run = T.train_grpo(warm, TRAIN, HELD_OUT, seed=1, max_steps=3, eval_every=2)
+    back = json.loads(json.dumps(T.run_record(run)))
+    assert back["eval_steps"] == [0, 2, 3] and back["held_out"] == run.held_out.tolist()
+    assert list(back["metrics"]) == list(gc.METRICS)
+    for name, values in run.metrics.items():
+        assert back["metrics"][name] == values.tolist(), name  # exact: json keeps every bit
+
+
+def test_the_stored_capstone_runs_are_chapter_15s_settings():
+    # chapter 15 checks the logs against its own runs; here: their shape and what they show
+    runs = T.capstone_runs()
+    assert list(runs) == list(T.CAPSTONE_SEEDS) == [0, 1, 2]
+    steps = T.CAPSTONE_KNOBS["max_steps"]
+    for run in runs.values():
+        assert run.model is None and run.eval_steps.tolist() == [0, 20, 40, steps]
+        assert list(run.metrics) == list(gc.METRICS)
+        assert all(v.shape == (steps,) for v in run.metrics.values())
+        assert run.held_out[-1] > run.held_out[0] + 0.15  # GRPO raised held-out pass@1

@@ -216,19 +216,19 @@ def test_grpo_loss_gives_trls_loss_and_gradient(changes, warm, tmp_path):
 
 def test_per_generation_log_and_held_out(warm, tmp_path):
     start, train, held_out = warm
-    args = B.trl_config(book_config(max_steps=40), output_dir=str(tmp_path))
-    trainer = B.make_trainer(start, train, args, held_out=held_out)  # every 20 batches
+    args = B.trl_config(book_config(max_steps=20), output_dir=str(tmp_path))
+    trainer = B.make_trainer(start, train, args, held_out=held_out, eval_every=10)
     trainer.train()
     assert trainer.loss_checks == [] and not (tmp_path / "pi_ref").exists()  # beta = 0
     log = B.per_generation(trainer.state.log_history, 2)
-    assert all(v.shape == (40,) for v in log.values())
+    assert all(v.shape == (20,) for v in log.values())
     rows = [r for r in trainer.state.log_history if "loss" in r]
     assert log["reward"][1] == rows[2]["reward"] and "reward" not in rows[1]
     assert log["entropy"][0] == rows[1]["entropy"]  # the batch's last optimizer step
-    clip = np.array([r["clip_ratio/region_mean"] for r in rows]).reshape(40, 2)
+    clip = np.array([r["clip_ratio/region_mean"] for r in rows]).reshape(20, 2)
     np.testing.assert_allclose(log["clip_ratio/region_mean"], clip.mean(1), rtol=1e-12)
     assert clip[:, 1].max() > 0  # the second step on a batch clips now and then
-    assert [s for s, _ in trainer.held_out] == [0, 20, 40]
+    assert [s for s, _ in trainer.held_out] == [0, 10, 20]
     assert all(isinstance(s, int) for s, _ in trainer.held_out)
     assert trainer.held_out[0][1] == pytest.approx(T.pass_at_1(start, held_out), abs=1e-12)
     with pytest.raises(ValueError, match="whole batches"):

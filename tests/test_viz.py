@@ -142,6 +142,69 @@ def test_a_drawing_past_the_canvas_edge_is_not_cut_off():
     assert image.size[0] > 3 * 60, "savefig's tight box takes in the legend beyond the canvas"
 
 
+def _outside_legend(label="a legend outside the axes"):
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1], [0, 1], label=label)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1))
+    return fig
+
+
+def test_a_drawing_past_the_edge_drawn_tight_first_has_the_same_pixels_in_one_draw():
+    import numpy as np
+
+    viz.book_style()
+    pngs, draws = {}, {}
+    for first in (False, True):
+        fig = _outside_legend()
+        draws[first] = []
+        fig.canvas.mpl_connect("draw_event", lambda _e, d=draws[first]: d.append(1))
+        pngs[first], beyond = viz._png_beyond(fig, 60, tight_first=first)
+        plt.close(fig)
+        assert beyond, "the legend goes on beyond the canvas"
+    a, b = (np.asarray(_decoded(pngs[k]).convert("RGB")) for k in (False, True))
+    assert a.shape == b.shape and a.shape[1] > 3 * 60 and (a == b).all()
+    assert len(draws[False]) == 2 and len(draws[True]) == 1, "tight first: one draw, into the box"
+
+
+@pytest.mark.parametrize("case", ["inside", "constrained layout"])
+def test_tight_first_gives_the_same_png(case):
+    # inside: only the tick labels' boxes overhang the canvas, by a pixel; constrained layout:
+    # the legend outside the axes is inside the canvas after the layout
+    viz.book_style()
+    pngs, beyonds = [], []
+    for first in (False, True):
+        if case == "inside":
+            fig, ax = plt.subplots(figsize=(3, 2))
+            ax.plot([0, 1], [0, 1], label="inside")
+            ax.legend()
+        else:
+            fig = plt.figure(figsize=(3, 2), layout="constrained")
+            ax = fig.subplots()
+            ax.plot([0, 1], [0, 1], label="a legend outside the axes")
+            ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1))
+        png, beyond = viz._png_beyond(fig, 60, tight_first=first)
+        plt.close(fig)
+        pngs.append(png)
+        beyonds.append(beyond)
+    assert pngs[0] == pngs[1] and beyonds[0] == beyonds[1]
+    assert beyonds[0] == (case == "inside")  # constrained layout: nothing beyond the canvas
+
+
+def test_slider_frames_past_the_edge_are_each_frames_lone_png():
+    viz.book_style()
+
+    def draw(label):
+        return _outside_legend(label=label)
+
+    labels = ["short", "a much longer legend entry", "mid-sized one"]
+    view = viz.slider("edge", {"label": labels}, draw, dpi=60)
+    for label in labels:
+        fig = draw(label)
+        alone = viz._png(fig, 60)
+        plt.close(fig)
+        assert view.frames[view.frame_key({"label": label})] == alone, label
+
+
 def test_inline_figures_use_the_single_draw_png():
     import base64
 
