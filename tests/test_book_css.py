@@ -87,12 +87,16 @@ def test_a_site_gets_one_purged_stylesheet_in_the_links_place(bc, tmp_path):
     (static / "styles" / "theme.css").write_text(
         '@import "../basic.css";\n.used{a:url(../i.png)}.unused{b:1}', encoding="utf-8")
     (static / "basic.css").write_text("/* base */ p{c:1} .nowhere{d:1}", encoding="utf-8")
-    (static / "own.css").write_text(".open{e:1}.shut{f:1}", encoding="utf-8")
+    (static / "own.css").write_text(".open{e:1}.shut{f:1}.indexword{g:1}", encoding="utf-8")
     (static / "theme.js").write_text('x.classList.add("open")', encoding="utf-8")
+    # the search index is data (every word of the site), not a script that sets classes
+    (tmp_path / "searchindex.js").write_text('Search.setIndex({"terms":{"indexword":[0]}})',
+                                             encoding="utf-8")
     head = ('<link href="{r}_static/styles/theme.css?digest=1" rel="stylesheet" />\n'
             '    <link rel="stylesheet" type="text/css" href="{r}_static/own.css?v=2" />\n'
             '<link rel="stylesheet" href="https://cdn.example/x.css" />\n'
-            '<script defer src="{r}_static/theme.js"></script>')
+            '<script defer src="{r}_static/theme.js"></script>'
+            '<script defer src="{r}searchindex.js"></script>')
     (tmp_path / "book").mkdir()
     pages = {tmp_path / "index.html": head.format(r="") + '<p class="used"></p>',
              tmp_path / "book" / "ch.html": head.format(r="../") + '<p id="x"></p>'}
