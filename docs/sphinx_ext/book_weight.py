@@ -18,6 +18,13 @@ What the theme loads on every page and the book does without, fixed at build tim
   first visit: it is set to "auto" (the theme's own fallback, so nothing changes for readers).
 - Layout shift: every `<img>` without a size gets `width` and `height` (read from the PNG), so the
   browser reserves its box before the picture arrives.
+- Tab stops: the theme's script measured every code block and output at `load` (`scrollWidth`)
+  to give the ones that scroll `tabindex` 0: one task that laid out the sections the page leaves
+  unrendered until the reader nears them (1-2.5 s on Lighthouse's simulated phone). That call is
+  dropped from the built `pydata-sphinx-theme.js`; `_static/grpo.js` applies the same rule in
+  short slices while the browser is idle (and finishes at the first Tab key press).
+
+The stylesheets are purged into one file by the sibling extension book_css.py.
 
 tools/check_build.py checks the result (no FontAwesome, search index only on the search page);
 tools/browser_check.py checks that no console error is logged.
