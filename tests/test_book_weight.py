@@ -309,3 +309,15 @@ def test_client_side_math_is_named(cb, tmp_path):
         '<script defer src="_static/mathjax/startup.js"></script>', encoding="utf-8")
     (tmp_path / "b.html").write_text("<mjx-container></mjx-container>", encoding="utf-8")
     assert cb.client_math(tmp_path) == ["a.html"]
+
+
+def test_the_themes_load_time_tab_stop_pass_is_dropped(bw):
+    # pydata-sphinx-theme 0.17's minified script, cut down: grpo.js does this pass instead
+    theme = ('function I(){const e=()=>{document.querySelectorAll(["pre"].join(", ")).forEach('
+             'e=>{e.tabIndex=e.scrollWidth>e.clientWidth||e.scrollHeight>e.clientHeight?0:-1})}'
+             ';e()}function J(){x()}(()=>{a(J),"complete"===document.readyState?I():'
+             'window.addEventListener("load",I)})();')
+    script, found = bw.drop_theme_tab_stops(theme)
+    assert found and script.endswith("(()=>{a(J),void 0})();") and "function I()" in script
+    other = theme.replace('"load",I)', '"load",J)').replace("readyState?I()", "readyState?J()")
+    assert bw.drop_theme_tab_stops(other) == (other, False)  # J sets no tab stops: kept

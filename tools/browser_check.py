@@ -138,6 +138,11 @@ def serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     return server, f"http://{host}:{port}/"
 
 
+# In the page: true once _static/grpo.js has checked every box that may scroll sideways (it makes
+# them focusable and adds the cue under them, in slices while the browser is idle after load).
+JS_SCROLLERS_CHECKED = ("() => document.documentElement.dataset.grpoScrollers === 'checked'"
+                        " || typeof grpoCheckAll === 'undefined'")
+
 # In the page: wait for every image of the article, then count and describe them. A lazy image
 # (loading="lazy": below the fold) is loaded as a reader scrolling to it would; a slider's hidden
 # frames (lazy until shown, docs/sphinx_ext/book_weight.py) are left to check_slider, which shows
@@ -811,6 +816,8 @@ def check_page(page, base: str, name: str, errors: list[str], bad_requests: list
     if response is None or not response.ok:
         result.fail(f"HTTP {response.status if response else 'no response'}")
         return result
+    # _static/grpo.js checks which boxes scroll sideways while the browser is idle after load
+    page.wait_for_function(JS_SCROLLERS_CHECKED, timeout=30_000)
     images = page.evaluate(JS_IMAGES)
     result.images = sum(1 for img in images if not img["external"])
     result.external = sum(1 for img in images if img["external"])

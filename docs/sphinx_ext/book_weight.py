@@ -18,6 +18,13 @@ What the theme loads on every page and the book does without, fixed at build tim
   first visit: it is set to "auto" (the theme's own fallback, so nothing changes for readers).
 - Layout shift: every `<img>` without a size gets `width` and `height` (read from the PNG), so the
   browser reserves its box before the picture arrives.
+- Tab stops: the theme's script measured every code block and output at `load` (`scrollWidth`)
+  to give the ones that scroll `tabindex` 0: one task that laid out the sections the page leaves
+  unrendered until the reader nears them (1-2.5 s on Lighthouse's simulated phone). That call is
+  dropped from the built `pydata-sphinx-theme.js`; `_static/grpo.js` applies the same rule in
+  short slices while the browser is idle (and finishes at the first Tab key press).
+
+The stylesheets are purged into one file by the sibling extension book_css.py.
 
 tools/check_build.py checks the result (no FontAwesome, search index only on the search page);
 tools/browser_check.py checks that no console error is logged.
@@ -229,6 +236,28 @@ def lighten_head(page: str, search_page: bool) -> str:
     return page
 
 
+# pydata-sphinx-theme.js, at `load`, measures every code block and output (`scrollWidth`) and
+# gives the ones that scroll tabindex 0, the others -1: one task that lays out the whole page,
+# including the sections the page leaves unrendered until the reader scrolls near them
+# (content-visibility, _static/grpo.css): 1-2.5 s on a simulated phone. _static/grpo.js does
+# the same (with the book's own cue and accessible names) in short slices while the browser is
+# idle, so the theme's call is dropped from the built script: its minified form
+# `"complete"===document.readyState?F():window.addEventListener("load",F)`, where F is the
+# function that sets `tabIndex` from `scrollWidth` (pydata-sphinx-theme 0.17).
+_THEME_TAB_STOPS = re.compile(r'"complete"===document\.readyState\?(\w+)\(\):window\.'
+                              r'addEventListener\("load",\1\)')
+
+
+def drop_theme_tab_stops(script: str) -> tuple[str, bool]:
+    """The theme's script without its load-time tab-stop pass; returns it and whether the call
+    was found (and its function is the one that sets `tabIndex` from `scrollWidth`)."""
+    for m in _THEME_TAB_STOPS.finditer(script):
+        body = re.search(r"function " + re.escape(m.group(1)) + r"\(\)\{(.{0,400})", script)
+        if body and "tabIndex=e.scrollWidth>e.clientWidth" in body.group(1):
+            return script[:m.start()] + "void 0" + script[m.end():], True
+    return script, False
+
+
 def config_inited(app, config) -> None:
     # pydata-sphinx-theme reads the mode from the template context; unset, it writes "" and its
     # script logs "Got invalid theme mode" on every first visit
@@ -267,6 +296,14 @@ def lighten_pages(app, exc) -> None:
         target = images / name
         if not target.is_file() or target.read_bytes() != data:
             target.write_bytes(data)
+    theme_js = out / "_static" / "scripts" / "pydata-sphinx-theme.js"
+    tab_stops = "theme's tab-stop pass: script not found"
+    if theme_js.is_file():
+        script, found = drop_theme_tab_stops(theme_js.read_text(encoding="utf-8"))
+        if found:
+            theme_js.write_text(script, encoding="utf-8")
+        tab_stops = ("theme's load-time tab-stop pass dropped (done by grpo.js)" if found else
+                     "theme's tab-stop pass NOT found in pydata-sphinx-theme.js: left as it is")
     render, why = book_math.node_renderer()
     math, math_summary = book_math.render_pages(out, pages, render, why)
     changed.update(math)
@@ -274,7 +311,7 @@ def lighten_pages(app, exc) -> None:
         path.write_text(page, encoding="utf-8")
     print(f"book_weight: {len(changed)} pages: icons inline ({len(icons)} known), search scripts "
           f"on search.html only, head scripts deferred, MathJax by components; {sized} images "
-          f"sized; {len(frames)} slider frames moved to _images/{FRAME_PREFIX}*.png"
+          f"sized; {len(frames)} slider frames moved to _images/{FRAME_PREFIX}*.png; {tab_stops}"
           + (f"; icons not found: {sorted(missing)}" if missing else ""))
     print(math_summary)
 
