@@ -137,23 +137,32 @@ def blocks(css: str) -> list[tuple[str, str | None]]:
     return items
 
 
-def split_selectors(prelude: str) -> list[str]:
-    """A selector list split at its top-level commas (not inside parentheses, brackets or
-    strings)."""
-    parts, depth, i, start = [], 0, 0, 0
-    while i < len(prelude):
-        c = prelude[i]
+def _top_level(text: str):
+    """``(index, character)`` of each character of ``text`` outside strings, parentheses and
+    brackets (the brackets themselves excluded)."""
+    depth, i = 0, 0
+    while i < len(text):
+        c = text[i]
         if c in "\"'":
-            i = _string_end(prelude, i)
+            i = _string_end(text, i)
             continue
         if c in "([":
             depth += 1
         elif c in ")]":
             depth -= 1
-        elif c == "," and depth == 0:
+        elif depth == 0:
+            yield i, c
+        i += 1
+
+
+def split_selectors(prelude: str) -> list[str]:
+    """A selector list split at its top-level commas (not inside parentheses, brackets or
+    strings)."""
+    parts, start = [], 0
+    for i, c in _top_level(prelude):
+        if c == ",":
             parts.append(prelude[start:i].strip())
             start = i + 1
-        i += 1
     parts.append(prelude[start:].strip())
     return [p for p in parts if p]
 
@@ -161,20 +170,7 @@ def split_selectors(prelude: str) -> list[str]:
 def _outside_brackets(selector: str) -> str:
     """The selector without strings, attribute selectors and the arguments of functional
     pseudo-classes (`:not(.a)`, `:is(.a, .b)`, `:has(...)`), none of which needs a class."""
-    out, depth, i = [], 0, 0
-    while i < len(selector):
-        c = selector[i]
-        if c in "\"'":
-            i = _string_end(selector, i)
-            continue
-        if c in "([":
-            depth += 1
-        elif c in ")]":
-            depth -= 1
-        elif depth == 0:
-            out.append(c)
-        i += 1
-    return "".join(out)
+    return "".join(c for _, c in _top_level(selector))
 
 
 def can_match(selector: str, used: Used) -> bool:
