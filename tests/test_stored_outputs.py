@@ -33,7 +33,8 @@ ALLOWED = {
     ("12_kl_estimators.ipynb", "08edb1f0"): (
         "the last column is the smallest probability of the exact-KL optimum pi*_beta (chapter "
         "6's closed form, 5.5e-41 at beta 0.1): the prose sets it against k3's floor; the next "
-        "cell recomputes it in the log domain with Python's libm, equal to 1e-9 relative"),
+        "cell recomputes it in the log domain with Python's libm, equal to 1e-9 relative, and "
+        "checks that no printed value is within 1e-9 of a rounding boundary"),
     ("12_kl_estimators.ipynb", "4f829b16"): (
         "the last column is the exact-KL target's smallest probability at beta' (a closed form, "
         "4.0e-08 at beta 0.5), beside the k3 runs' floor"),
