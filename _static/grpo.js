@@ -12,26 +12,39 @@ document.addEventListener("click", function (event) {
 // than the column; a slider's or a table's own box may scroll too) can be scrolled from the
 // keyboard: it takes the focus (WCAG 2.1.1; axe-core's scrollable-region-focusable), and a
 // visible cue under the cell says that it goes on (grpo.css). The theme's own version of this
-// (any code block or output that scrolls gets tabindex 0, else -1) is done here too, in the
-// same pass: docs/sphinx_ext/book_weight.py drops the theme's, which measured every element at
-// `load` in one task. Measuring a box lays out its section, which the page otherwise leaves
-// unrendered until the reader scrolls near it (content-visibility, grpo.css): on a chapter,
-// measuring them all at once was one task of 1-2.5 s on a simulated phone, during which the
-// page did not respond. So the boxes are checked in document order in short slices while the
-// browser is idle after `load`; the first Tab key press finishes the pass at once (the keyboard
-// then finds every box that scrolls); when the pass is done the root element gets
-// data-grpo-scrollers="checked" (tools/browser_check.py waits for it). A box is checked again
-// when its images load, when its slider shows another frame, after a tap, and all are after a
-// resize.
+// (any code block or output that scrolls gets tabindex 0, else -1) is done here too:
+// docs/sphinx_ext/book_weight.py drops the theme's, which measured every element at `load` in
+// one task. Measuring a box lays out its section, which the page otherwise leaves unrendered
+// until the reader scrolls near it (content-visibility, grpo.css): on a chapter, measuring them
+// all was 1-2.5 s of a simulated phone's main thread, and still 0.3-0.6 s when done in slices
+// while the browser was idle, since one box can cost a whole section's layout.
+// So a box is measured when it comes near the screen (an IntersectionObserver, a quarter of a
+// screen ahead, where the browser has laid its section out already: the measure costs nothing
+// and the cue is added before the reader sees the box), and the first Tab key press checks the
+// rest at once (the keyboard then finds every box that scrolls). When none is left unchecked
+// the root element gets data-grpo-scrollers="checked" (tools/browser_check.py scrolls through a
+// page, checks that every box it passed is checked, then presses Tab and waits for it). A box
+// is checked again when its images load, when its slider shows another frame, after a tap,
+// and all are after a resize.
 var GRPO_THEME_SCROLLERS = "pre, .nboutput > .output_area, .cell_output > .output, "
   + ".jp-RenderedHTMLCommon, .pst-scrollable-table-container";
 var grpoScrollerCount = 0;  // each scrolling part keeps its own number in its accessible name
 
-function grpoCheckBox(box) {
-  var parts = [box].concat(Array.from(box.querySelectorAll("div.output, .grpo-table")));
-  var scrolls = parts.map(function (el) { return el.scrollWidth > el.clientWidth + 1; });
-  parts.forEach(function (el, i) {
-    if (scrolls[i]) {
+// A check is a measure (read only) then an update (write only), so that checking several boxes
+// at once lays the page out once, not once per box.
+function grpoMeasure(el) {
+  if (!el.matches("div.cell_output")) {  // the theme's rule, as pydata-sphinx-theme.js had it
+    return {el: el, theme: el.scrollWidth > el.clientWidth || el.scrollHeight > el.clientHeight};
+  }
+  var parts = [el].concat(Array.from(el.querySelectorAll("div.output, .grpo-table")));
+  return {el: el, parts: parts,
+          scrolls: parts.map(function (p) { return p.scrollWidth > p.clientWidth + 1; })};
+}
+
+function grpoUpdate(m) {
+  if (!m.parts) { m.el.tabIndex = m.theme ? 0 : -1; return; }
+  m.parts.forEach(function (el, i) {
+    if (m.scrolls[i]) {
       if (!el.dataset.grpoScrolls) {
         grpoScrollerCount += 1;
         el.dataset.grpoScrolls = String(grpoScrollerCount);
@@ -46,81 +59,73 @@ function grpoCheckBox(box) {
       });
     }
   });
-  var any = scrolls.indexOf(true) >= 0;
-  var hint = box.nextElementSibling;
+  var any = m.scrolls.indexOf(true) >= 0;
+  var hint = m.el.nextElementSibling;
   var has = hint && hint.classList.contains("grpo-scroll-hint");
   if (any && !has) {
     hint = document.createElement("p");
     hint.className = "grpo-scroll-hint";
     hint.textContent = "\u2194 scrolls sideways" +
-      (box.querySelector("img") ? "; tap the figure to fit it" : "");
-    box.after(hint);
+      (m.el.querySelector("img") ? "; tap the figure to fit it" : "");
+    m.el.after(hint);
   } else if (!any && has) {
     hint.remove();
   }
 }
 
-function grpoCheckThemeScroller(el) {  // the theme's rule, as pydata-sphinx-theme.js had it
-  el.tabIndex = el.scrollWidth > el.clientWidth || el.scrollHeight > el.clientHeight ? 0 : -1;
-}
-
-function grpoCheck(el) {
-  if (el.matches("div.cell_output")) { grpoCheckBox(el); } else { grpoCheckThemeScroller(el); }
+function grpoCheckAtOnce(elements) {
+  elements.map(grpoMeasure).forEach(grpoUpdate);
 }
 
 function grpoCheckWithin(box) {  // a box and the theme's scrollers in it, at once
-  grpoCheckBox(box);
-  box.querySelectorAll(GRPO_THEME_SCROLLERS).forEach(grpoCheckThemeScroller);
+  grpoCheckAtOnce([box].concat(Array.from(box.querySelectorAll(GRPO_THEME_SCROLLERS))));
 }
 
-var grpoPending = [];
-var grpoSliceQueued = false;
-var grpoIdle = window.requestIdleCallback
-  || function (f) { return setTimeout(function () { f({timeRemaining: function () { return 8; }}); }, 1); };
+var grpoPending = new Set();  // the boxes not checked since the page loaded (or was resized)
+var grpoObserver = null;
 
-function grpoCheckSlice(deadline) {  // at least one element, then up to ~8 ms of work
-  grpoSliceQueued = false;
-  var start = performance.now();
-  while (grpoPending.length) {
-    grpoCheck(grpoPending.shift());
-    if (performance.now() - start > 8 || deadline.timeRemaining() <= 0) { break; }
-  }
-  if (grpoPending.length) {
-    grpoQueueSlice();
-  } else {
-    document.documentElement.dataset.grpoScrollers = "checked";
-  }
+function grpoDone() {
+  if (!grpoPending.size) { document.documentElement.dataset.grpoScrollers = "checked"; }
 }
 
-function grpoQueueSlice() {
-  if (grpoSliceQueued) { return; }
-  grpoSliceQueued = true;
-  grpoIdle(grpoCheckSlice, {timeout: 1000});
+function grpoCheckNear(entries) {
+  var near = entries.filter(function (e) {
+    return e.isIntersecting && grpoPending.has(e.target);
+  }).map(function (e) { return e.target; });
+  near.forEach(function (el) { grpoPending.delete(el); grpoObserver.unobserve(el); });
+  grpoCheckAtOnce(near);
+  grpoDone();
 }
 
-function grpoCheckAll() {
-  grpoPassStarted = true;
-  grpoPending = Array.from(document.querySelectorAll("div.cell_output, " + GRPO_THEME_SCROLLERS));
+function grpoCheckAll() {  // every box is checked again, as it comes near the screen
+  var all = Array.from(document.querySelectorAll("div.cell_output, " + GRPO_THEME_SCROLLERS));
   delete document.documentElement.dataset.grpoScrollers;
-  grpoQueueSlice();
+  grpoPending = new Set(all);
+  if (!window.IntersectionObserver) { grpoFinishChecks(); return; }
+  if (!grpoObserver) {
+    grpoObserver = new IntersectionObserver(grpoCheckNear, {rootMargin: "25% 0px"});
+  }
+  all.forEach(function (el) { grpoObserver.observe(el); });
+  grpoDone();  // (a page without any box)
 }
 
 function grpoFinishChecks() {
-  while (grpoPending.length) { grpoCheck(grpoPending.shift()); }
-  document.documentElement.dataset.grpoScrollers = "checked";
+  var rest = Array.from(grpoPending);  // (in document order)
+  grpoPending.clear();
+  if (grpoObserver) { rest.forEach(function (el) { grpoObserver.unobserve(el); }); }
+  grpoCheckAtOnce(rest);
+  grpoDone();
 }
 
 document.addEventListener("keydown", function (event) {
-  if (event.key === "Tab" && grpoPending.length) { grpoFinishChecks(); }
+  if (event.key === "Tab" && grpoPending.size) { grpoFinishChecks(); }
 });
 
 // Many images load at once (a slider's frames): their boxes are checked once per animation
-// frame, not once per image.
-// Before `load` (which waits for the page's images) the pass checks every box anyway.
+// frame, not once per image. A box not checked yet is checked when it comes near the screen.
 var grpoLoadedBoxes = new Set();
-var grpoPassStarted = false;
 function grpoQueueBox(box) {
-  if (!grpoPassStarted || grpoPending.indexOf(box) >= 0) { return; }
+  if (grpoPending.has(box)) { return; }
   if (!grpoLoadedBoxes.size) {
     window.requestAnimationFrame(function () {
       grpoLoadedBoxes.forEach(grpoCheckWithin);
@@ -138,8 +143,7 @@ document.addEventListener("input", function (event) {
   var box = event.target.closest && event.target.closest("div.cell_output");
   if (box) { setTimeout(function () { grpoCheckWithin(box); }, 0); }
 });
-if (document.readyState === "complete") { grpoCheckAll(); }
-else { window.addEventListener("load", grpoCheckAll); }
+grpoCheckAll();
 var grpoResizeTimer = null;
 window.addEventListener("resize", function () {
   clearTimeout(grpoResizeTimer);

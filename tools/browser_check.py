@@ -138,10 +138,45 @@ def serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     return server, f"http://{host}:{port}/"
 
 
-# In the page: true once _static/grpo.js has checked every box that may scroll sideways (it makes
-# them focusable and adds the cue under them, in slices while the browser is idle after load).
+# In the page (_static/grpo.js checks whether a box scrolls sideways, to make it focusable and
+# add the cue under it, when the box comes near the screen, and every box left at the first Tab
+# key press): scroll through the page as a reader does, one screen at a time, and return the
+# boxes that were on screen (shown: not inside a closed <details>) but are still unchecked.
+JS_SCROLL_THROUGH = """async () => {
+  if (typeof grpoPending === 'undefined') { return []; }
+  const frame = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const seen = [];
+  const step = Math.max(200, window.innerHeight);
+  for (let y = 0; ; y += step) {
+    window.scrollTo(0, y);
+    await frame();
+    await frame();
+    document.querySelectorAll("div.cell_output, pre").forEach((el) => {
+      const r = el.getBoundingClientRect();
+      if (el.checkVisibility() && r.bottom > 0 && r.top < window.innerHeight) {
+        seen.push(el);
+      }
+    });
+    if (y + window.innerHeight >= document.documentElement.scrollHeight) { break; }
+  }
+  window.scrollTo(0, 0);
+  await frame();
+  return seen.filter((el) => grpoPending.has(el)).slice(0, 5)
+    .map((el) => el.tagName.toLowerCase() + "." + el.className + " " + el.textContent.slice(0, 40));
+}"""
 JS_SCROLLERS_CHECKED = ("() => document.documentElement.dataset.grpoScrollers === 'checked'"
                         " || typeof grpoCheckAll === 'undefined'")
+
+
+def check_scrollers(page, result: PageResult) -> None:
+    """grpo.js checks the boxes a reader scrolls past, and the rest at the first Tab key press."""
+    missed = page.evaluate(JS_SCROLL_THROUGH)
+    for what in missed:
+        result.fail(f"a box on screen was not checked for sideways scrolling: {what!r}")
+    page.keyboard.press("Tab")
+    page.wait_for_function(JS_SCROLLERS_CHECKED, timeout=30_000)
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")
+
 
 # In the page: wait for every image of the article, then count and describe them. A lazy image
 # (loading="lazy": below the fold) is loaded as a reader scrolling to it would; a slider's hidden
@@ -816,8 +851,7 @@ def check_page(page, base: str, name: str, errors: list[str], bad_requests: list
     if response is None or not response.ok:
         result.fail(f"HTTP {response.status if response else 'no response'}")
         return result
-    # _static/grpo.js checks which boxes scroll sideways while the browser is idle after load
-    page.wait_for_function(JS_SCROLLERS_CHECKED, timeout=30_000)
+    check_scrollers(page, result)
     images = page.evaluate(JS_IMAGES)
     result.images = sum(1 for img in images if not img["external"])
     result.external = sum(1 for img in images if img["external"])
