@@ -21,8 +21,8 @@ What the theme loads on every page and the book does without, fixed at build tim
 - Tab stops: the theme's script measured every code block and output at `load` (`scrollWidth`)
   to give the ones that scroll `tabindex` 0: one task that laid out the sections the page leaves
   unrendered until the reader nears them (1-2.5 s on Lighthouse's simulated phone). That call is
-  dropped from the built `pydata-sphinx-theme.js`; `_static/grpo.js` applies the same rule in
-  short slices while the browser is idle (and finishes at the first Tab key press).
+  dropped from the built `pydata-sphinx-theme.js`; `_static/grpo.js` applies the same rule to
+  each box when it comes near the screen (and to the rest at the first Tab key press).
 
 The stylesheets are purged into one file by the sibling extension book_css.py.
 
@@ -240,8 +240,8 @@ def lighten_head(page: str, search_page: bool) -> str:
 # gives the ones that scroll tabindex 0, the others -1: one task that lays out the whole page,
 # including the sections the page leaves unrendered until the reader scrolls near them
 # (content-visibility, _static/grpo.css): 1-2.5 s on a simulated phone. _static/grpo.js does
-# the same (with the book's own cue and accessible names) in short slices while the browser is
-# idle, so the theme's call is dropped from the built script: its minified form
+# the same (with the book's own cue and accessible names) to each box as it comes near the
+# screen, so the theme's call is dropped from the built script: its minified form
 # `"complete"===document.readyState?F():window.addEventListener("load",F)`, where F is the
 # function that sets `tabIndex` from `scrollWidth` (pydata-sphinx-theme 0.17).
 _THEME_TAB_STOPS = re.compile(r'"complete"===document\.readyState\?(\w+)\(\):window\.'
