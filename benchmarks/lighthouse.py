@@ -7,14 +7,15 @@
 
 For every page (default: chapters 1, 10, 17 and the glossary) and mode (mobile: Lighthouse's
 default, a mid-range phone on slow 4G with a 4x slower CPU, simulated; desktop: --preset=desktop),
-one Lighthouse run per build; with --before the two builds alternate run by run, so both see the
-same machine load. It prints one row per run: the performance score, FCP, LCP, TBT, CLS, the
-bytes transferred (gzip, first visit, empty cache), the requests, the main thread's time by
-category and its long tasks (what the score is made of, and less sensitive to load than the
-score), console errors, Lighthouse's benchmarkIndex of this machine and the load average
-(`/proc/loadavg`) when the run started. On a loaded machine (load above the number of CPUs, or a
-benchmarkIndex well under ~1000) the timings, and so the scores, are pessimistic: compare builds
-measured in one interleaved run, and read the bytes and task counts.
+--runs Lighthouse runs per build (then a median line per page, mode and build: Lighthouse's
+docs/variability.md recommends the median of 5); with --before the two builds alternate run by
+run, so both see the same machine load. It prints one row per run: the performance score, FCP,
+LCP, TBT, CLS, the bytes transferred (gzip, first visit, empty cache), the requests, the main
+thread's time by category and its long tasks (what the score is made of, and less sensitive to
+load than the score), console errors, Lighthouse's benchmarkIndex of this machine and the load
+average (`/proc/loadavg`) when the run started. On a loaded machine (load above the number of
+CPUs, or a benchmarkIndex well under ~1000) the timings, and so the scores, are pessimistic:
+compare builds measured in one interleaved run, and read the bytes and task counts.
 
 Chromium: /usr/bin/chromium (Debian's; CHROME_PATH overrides). The JSON reports are kept in
 --out (default _build/lighthouse).
@@ -30,6 +31,7 @@ import io
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -138,6 +140,24 @@ def row(build: str, page: str, mode: str, s: dict, load: str) -> str:
             f"{s['console_errors']} | {s['benchmark']:.0f} | {load} |")
 
 
+def medians(results: list[tuple[str, str, str, dict]]) -> list[str]:
+    """With several runs of a page: the median performance score and TBT, and the range, per
+    build, page and mode (Lighthouse's docs/variability.md: the median of 5 runs is about twice
+    as stable as one run)."""
+    runs: dict[tuple[str, str, str], list[dict]] = {}
+    for name, page, mode, s in results:
+        runs.setdefault((name, page, mode), []).append(s)
+    lines = []
+    for (name, page, mode), ss in runs.items():
+        perf = [s["perf"] for s in ss if s["perf"] is not None]
+        if len(ss) < 2 or not perf:
+            continue
+        lines.append(f"median of {len(perf)}: {name} {page.rsplit('/', 1)[-1]} {mode}: perf "
+                     f"{statistics.median(perf):g} (range {min(perf)}-{max(perf)}), TBT "
+                     f"{statistics.median(s['tbt'] for s in ss):.0f} ms")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", type=Path, default=ROOT / "_build" / "html",
@@ -187,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for server, _base in servers.values():
             server.shutdown()
+    for line in medians(results):
+        print(line)
     shifts = [(n, p, m, s["shifts"]) for n, p, m, s in results if s["cls"] >= 0.05]
     for name, page, mode, items in shifts:
         print(f"layout shifts, {name} {page} {mode}: "
