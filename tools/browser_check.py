@@ -151,7 +151,8 @@ JS_SCROLL_THROUGH = """async () => {
     window.scrollTo(0, y);
     await frame();
     await frame();
-    document.querySelectorAll("div.cell_output, pre").forEach((el) => {
+    // (the boxes grpo.js checks: its own selectors)
+    document.querySelectorAll("div.cell_output, " + GRPO_THEME_SCROLLERS).forEach((el) => {
       const r = el.getBoundingClientRect();
       if (el.checkVisibility() && r.bottom > 0 && r.top < window.innerHeight) {
         seen.push(el);
